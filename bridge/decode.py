@@ -1,0 +1,173 @@
+"""Chat Completions chunks (streamed deltas, or a whole non-streamed response) → parts.
+
+Reads every reasoning dialect of the table in DESIGN.md without configuration:
+``delta.reasoning_content`` (llama.cpp, DeepSeek, SGLang, Kimi), ``delta.reasoning`` (vLLM,
+Ollama, Groq, LM Studio, OpenRouter), ``delta.reasoning_details[]`` (OpenRouter), and a
+``content`` list with ``thinking`` items (Mistral Magistral). A non-streamed response's
+``message`` is read like a delta, so both paths share this code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from bridge.errors import UpstreamProtocolError, UpstreamStreamError
+from bridge.parts import EncryptedReasoning, Finish, Part, Reasoning, Text, ToolCallDelta, Usage
+from bridge.usage import token_usage_from_openai
+
+
+def decode_chat_chunk(chunk: Mapping[str, Any]) -> list[Part]:
+    """Parts of one chunk, in the order a reader meets them: reasoning, text, tool calls, finish.
+
+    Raises ``UpstreamStreamError`` for an ``{"error": …}`` chunk and ``UpstreamProtocolError``
+    for a chunk whose shape is not a chat completion's.
+    """
+    error = chunk.get("error")
+    if error is not None:
+        raise UpstreamStreamError.from_payload(error)
+    parts: list[Part] = []
+    choices = chunk.get("choices")
+    if choices:
+        if not isinstance(choices, list):
+            raise UpstreamProtocolError("upstream chunk has a 'choices' that is not a list")
+        choice = _first_choice(choices)
+        if choice is not None:
+            _decode_choice(choice, parts)
+    usage = chunk.get("usage")
+    if usage:
+        if not isinstance(usage, Mapping):
+            raise UpstreamProtocolError("upstream chunk has a 'usage' that is not an object")
+        model = chunk.get("model")
+        token_usage = token_usage_from_openai(usage, model if isinstance(model, str) else None)
+        if token_usage is not None:
+            parts.append(Usage(token_usage))
+    return parts
+
+
+def _first_choice(choices: list[Any]) -> Mapping[str, Any] | None:
+    # The bridge never asks for n > 1; only choice 0 is the answer.
+    for choice in choices:
+        if not isinstance(choice, Mapping):
+            raise UpstreamProtocolError("upstream chunk has a choice that is not an object")
+        if choice.get("index", 0) == 0:
+            return choice
+    return None
+
+
+def _decode_choice(choice: Mapping[str, Any], parts: list[Part]) -> None:
+    delta = choice.get("delta")
+    if delta is None:
+        delta = choice.get("message")  # a non-streamed response: the whole message at once
+    if delta is not None:
+        if not isinstance(delta, Mapping):
+            raise UpstreamProtocolError("upstream chunk has a 'delta' that is not an object")
+        _decode_reasoning(delta, parts)
+        _decode_content(delta.get("content"), parts)
+        tool_calls = delta.get("tool_calls")
+        if tool_calls:
+            _decode_tool_calls(tool_calls, parts)
+    finish_reason = choice.get("finish_reason")
+    if finish_reason:
+        parts.append(Finish(str(finish_reason)))
+
+
+def _decode_reasoning(delta: Mapping[str, Any], parts: list[Part]) -> None:
+    detail_text = ""
+    secrets: list[str] = []
+    details = delta.get("reasoning_details")
+    if details:
+        if not isinstance(details, list):
+            raise UpstreamProtocolError("upstream chunk has 'reasoning_details' that is not a list")
+        detail_text = _read_details(details, secrets)
+    # OpenRouter sends the same text as `reasoning` and in `reasoning_details`; a LiteLLM proxy
+    # can add `reasoning_content` too. One chunk's reasoning is emitted once: the fields agree,
+    # and where they do not, the longest is kept so that nothing is lost.
+    text = ""
+    for value in (delta.get("reasoning_content"), delta.get("reasoning"), detail_text):
+        if value and isinstance(value, str) and len(value) > len(text):
+            text = value
+        elif value and not isinstance(value, str):
+            raise UpstreamProtocolError("upstream chunk has a reasoning field that is not a string")
+    if text:
+        parts.append(Reasoning(text))
+    parts.extend(EncryptedReasoning(secret) for secret in secrets)
+
+
+def _read_details(details: list[Any], secrets: list[str]) -> str:
+    texts: list[str] = []
+    for detail in details:
+        if not isinstance(detail, Mapping):
+            raise UpstreamProtocolError(
+                "upstream chunk has a reasoning detail that is not an object"
+            )
+        kind = detail.get("type")
+        if kind == "reasoning.text":
+            texts.append(detail.get("text") or "")
+            signature = detail.get("signature")
+            if signature:
+                secrets.append(str(signature))
+        elif kind == "reasoning.summary":
+            texts.append(detail.get("summary") or "")
+        elif kind == "reasoning.encrypted":
+            data = detail.get("data")
+            if data:
+                secrets.append(str(data))
+    return "".join(texts)
+
+
+def _decode_content(content: Any, parts: list[Part]) -> None:
+    if not content:
+        return
+    if isinstance(content, str):
+        parts.append(Text(content))
+    elif isinstance(content, list):
+        # Mistral's Magistral API: [{"type": "thinking", "thinking": [{"type": "text", ...}]}, ...]
+        for item in content:
+            if not isinstance(item, Mapping):
+                raise UpstreamProtocolError("upstream content list holds a non-object item")
+            if item.get("type") == "thinking":
+                text = "".join(
+                    sub.get("text") or ""
+                    for sub in item.get("thinking") or []
+                    if isinstance(sub, Mapping)
+                )
+                if text:
+                    parts.append(Reasoning(text))
+            elif item.get("type") == "text" and item.get("text"):
+                parts.append(Text(str(item["text"])))
+    else:
+        raise UpstreamProtocolError(
+            "upstream chunk has a 'content' that is neither text nor a list"
+        )
+
+
+def _decode_tool_calls(tool_calls: Any, parts: list[Part]) -> None:
+    if not isinstance(tool_calls, list):
+        raise UpstreamProtocolError("upstream chunk has 'tool_calls' that is not a list")
+    for position, call in enumerate(tool_calls):
+        if not isinstance(call, Mapping):
+            raise UpstreamProtocolError("upstream chunk has a tool call that is not an object")
+        index = call.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = position  # non-streamed messages (and some servers) leave the index out
+        function = call.get("function") or {}
+        if not isinstance(function, Mapping):
+            raise UpstreamProtocolError("upstream tool call has a 'function' that is not an object")
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            # Some servers send an object; the only way to pass it on is as JSON text.
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call_id = call.get("id")
+        name = function.get("name")
+        parts.append(
+            ToolCallDelta(
+                index=index,
+                id=str(call_id) if call_id else None,
+                name=str(name) if name else None,
+                arguments=arguments,
+            )
+        )

@@ -1,0 +1,194 @@
+"""Parts → AG-UI events: the only place that knows AG-UI event order and ids.
+
+Rules held here (``@ag-ui/client`` 1.0 verifier and reducer):
+- one assistant message id per turn: every text message of the turn and every tool call's
+  ``parentMessageId`` use it, so the client builds exactly one assistant message holding the
+  text and all the calls (what must go back upstream as one message next turn);
+- each reasoning block is its own span and message (a new one when reasoning resumes);
+- a reasoning block is closed before text or tool calls that follow it; text is closed before
+  reasoning; tool calls may stay open across text and each other (the client allows it), and
+  are ended together when the turn ends, so no ARGS can come after its END;
+- whitespace-only text outside a text message opens nothing until real text follows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ag_ui.core import (
+    BaseEvent,
+    ReasoningEncryptedValueEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+from bridge.errors import UpstreamProtocolError
+from bridge.parts import ToolCallDelta
+
+IdFactory = Callable[[str], str]
+"""Makes a fresh id from a prefix (``msg``, ``rsn``, ``call``)."""
+
+
+def random_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+@dataclass(slots=True)
+class _ToolCall:
+    index: int
+    upstream_id: str | None = None
+    name: str = ""
+    pending: list[str] = field(default_factory=list)
+    id: str = ""  # set when started
+
+    @property
+    def started(self) -> bool:
+        return bool(self.id)
+
+
+class EventEmitter:
+    """Turns the parts of one assistant turn into AG-UI events (appended to ``out``)."""
+
+    def __init__(self, *, new_id: IdFactory = random_id) -> None:
+        self._new_id = new_id
+        self._assistant_id: str | None = None
+        self._text_open = False
+        self._pending_whitespace = ""
+        self._reasoning_id: str | None = None
+        self._last_reasoning_id: str | None = None
+        self._calls: dict[int, _ToolCall] = {}
+        self._open_calls: list[_ToolCall] = []
+        self.tool_call_ids: list[str] = []
+        self.usage: TokenUsage | None = None
+
+    @property
+    def assistant_id(self) -> str:
+        if self._assistant_id is None:
+            self._assistant_id = self._new_id("msg")
+        return self._assistant_id
+
+    # -- text ---------------------------------------------------------------------------
+    def text(self, text: str, out: list[BaseEvent]) -> None:
+        if not self._text_open:
+            if not text or text.isspace():
+                self._pending_whitespace += text
+                return
+            self._end_reasoning(out)
+            out.append(TextMessageStartEvent(message_id=self.assistant_id, role="assistant"))
+            self._text_open = True
+            text, self._pending_whitespace = self._pending_whitespace + text, ""
+        out.append(TextMessageContentEvent(message_id=self.assistant_id, delta=text))
+
+    def _end_text(self, out: list[BaseEvent]) -> None:
+        self._pending_whitespace = ""
+        if self._text_open:
+            out.append(TextMessageEndEvent(message_id=self.assistant_id))
+            self._text_open = False
+
+    # -- reasoning ----------------------------------------------------------------------
+    def reasoning(self, text: str, out: list[BaseEvent]) -> None:
+        if not text:
+            return
+        if self._reasoning_id is None:
+            self._start_reasoning(out)
+        assert self._reasoning_id is not None
+        out.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=text))
+
+    def encrypted_reasoning(self, value: str, out: list[BaseEvent]) -> None:
+        """Attach an opaque reasoning artefact to the current (or last) reasoning message."""
+        target = self._reasoning_id or self._last_reasoning_id
+        if target is None:
+            target = self._start_reasoning(out)
+        out.append(
+            ReasoningEncryptedValueEvent(subtype="message", entity_id=target, encrypted_value=value)
+        )
+
+    def _start_reasoning(self, out: list[BaseEvent]) -> str:
+        self._end_text(out)
+        reasoning_id = self._new_id("rsn")
+        out.append(ReasoningStartEvent(message_id=reasoning_id))
+        out.append(ReasoningMessageStartEvent(message_id=reasoning_id, role="reasoning"))
+        self._reasoning_id = self._last_reasoning_id = reasoning_id
+        return reasoning_id
+
+    def _end_reasoning(self, out: list[BaseEvent]) -> None:
+        if self._reasoning_id is not None:
+            out.append(ReasoningMessageEndEvent(message_id=self._reasoning_id))
+            out.append(ReasoningEndEvent(message_id=self._reasoning_id))
+            self._reasoning_id = None
+
+    # -- tool calls ---------------------------------------------------------------------
+    def tool_call(self, delta: ToolCallDelta, out: list[BaseEvent]) -> None:
+        call = self._calls.get(delta.index)
+        if call is None or self._is_new_call(call, delta):
+            if call is not None and not call.started:
+                self._start_call(call, out)
+            call = self._calls[delta.index] = _ToolCall(delta.index)
+        if delta.id and call.upstream_id is None and not call.started:
+            call.upstream_id = delta.id
+        if delta.name and not call.name:
+            call.name = delta.name
+        if delta.arguments:
+            if call.started:
+                out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=delta.arguments))
+            else:
+                call.pending.append(delta.arguments)
+        # START as soon as name and id are known; when arguments come and still no id, the
+        # upstream is not going to send one: make one.
+        if not call.started and call.name and (call.upstream_id or call.pending):
+            self._start_call(call, out)
+
+    @staticmethod
+    def _is_new_call(call: _ToolCall, delta: ToolCallDelta) -> bool:
+        # Ollama puts every parallel call at index 0, each with its own id and name.
+        if delta.id and call.upstream_id and delta.id != call.upstream_id:
+            return True
+        return bool(delta.name and call.name and delta.name != call.name)
+
+    def _start_call(self, call: _ToolCall, out: list[BaseEvent]) -> None:
+        if not call.name:
+            raise UpstreamProtocolError(
+                f"the upstream sent arguments for tool call #{call.index} but never its name"
+            )
+        call_id = call.upstream_id or self._new_id("call")
+        if call_id in self.tool_call_ids:  # some servers reuse ids across parallel calls
+            call_id = f"{call_id}_{len(self.tool_call_ids)}"
+        self._end_reasoning(out)
+        self._pending_whitespace = ""
+        call.id = call_id
+        self.tool_call_ids.append(call_id)
+        self._open_calls.append(call)
+        out.append(
+            ToolCallStartEvent(
+                tool_call_id=call_id, tool_call_name=call.name, parent_message_id=self.assistant_id
+            )
+        )
+        if call.pending:
+            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta="".join(call.pending)))
+            call.pending.clear()
+
+    # -- end of turn --------------------------------------------------------------------
+    def close(self, out: list[BaseEvent]) -> None:
+        """End everything still open. Safe to call more than once."""
+        self._end_reasoning(out)
+        self._end_text(out)
+        unstarted = [call for call in self._calls.values() if not call.started]
+        self._calls.clear()
+        for call in unstarted:
+            if call.name or call.pending:
+                self._start_call(call, out)
+        for call in self._open_calls:
+            out.append(ToolCallEndEvent(tool_call_id=call.id))
+        self._open_calls.clear()

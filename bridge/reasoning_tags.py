@@ -1,0 +1,183 @@
+"""The streaming reasoning-tag splitter: ``<think>…</think>`` inside ``content`` → parts.
+
+Pure and incremental: ``feed(text)`` returns what can be decided now, ``close()`` releases what
+was held back. Only a suffix that could still become a tag is held (at most one tag's length),
+so text streams live and nothing is rescanned.
+
+Whitespace follows llama.cpp's own reasoning parser, so a model looks the same whether the
+server or the bridge splits it: the whitespace right after an opening tag and right after a
+closing tag is dropped; the whitespace before a closing tag is kept (see
+``shared/fixtures/llamacpp/README.md``, points 2 and 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from bridge.parts import Reasoning, Text
+
+TagPair = tuple[str, str]
+
+#: The tag pairs we know models to use, by name (``--reasoning-tags think,seed:think``).
+KNOWN_REASONING_TAGS: dict[str, TagPair] = {
+    "think": ("<think>", "</think>"),
+    "thinking": ("<thinking>", "</thinking>"),
+    "reasoning": ("<reasoning>", "</reasoning>"),
+    "thought": ("<thought>", "</thought>"),
+    "THINK": ("[THINK]", "[/THINK]"),  # Mistral Magistral
+    "seed:think": ("<seed:think>", "</seed:think>"),  # ByteDance Seed-OSS
+}
+
+DEFAULT_REASONING_TAGS: tuple[TagPair, ...] = (KNOWN_REASONING_TAGS["think"],)
+
+
+def resolve_reasoning_tags(spec: Iterable[str | Sequence[str]]) -> tuple[TagPair, ...]:
+    """Turn names from ``KNOWN_REASONING_TAGS`` and/or explicit ``(open, close)`` pairs into pairs.
+
+    A string that is not a known name may be given as ``"OPEN...CLOSE"`` (e.g. ``"<r>...</r>"``).
+    """
+    pairs: list[TagPair] = []
+    for item in spec:
+        if isinstance(item, str):
+            if item in KNOWN_REASONING_TAGS:
+                pairs.append(KNOWN_REASONING_TAGS[item])
+                continue
+            open_tag, sep, close_tag = item.partition("...")
+            if not sep:
+                known = ", ".join(KNOWN_REASONING_TAGS)
+                raise ValueError(
+                    f"unknown reasoning tag {item!r}: use one of {known}, or 'OPEN...CLOSE'"
+                )
+            pair = (open_tag, close_tag)
+        else:
+            if len(item) != 2:
+                raise ValueError(
+                    f"a reasoning tag pair needs an open and a close tag, got {item!r}"
+                )
+            pair = (str(item[0]), str(item[1]))
+        if not pair[0] or not pair[1] or pair[0] == pair[1]:
+            raise ValueError(f"a reasoning tag pair needs two different, non-empty tags: {pair!r}")
+        pairs.append(pair)
+    if not pairs:
+        raise ValueError("at least one reasoning tag pair is needed")
+    return tuple(dict.fromkeys(pairs))
+
+
+class ReasoningTagFilter:
+    """Splits a stream of content text into ``Text`` and ``Reasoning`` parts at reasoning tags.
+
+    With ``starts_in_reasoning`` the text before the first closing tag is reasoning: for chat
+    templates that put the opening tag into the prompt (DeepSeek-R1 distills, Qwen3 2507
+    thinking), so that only ``</think>`` ever arrives. If the closing tag never comes (the answer
+    was cut by ``max_tokens``), everything stays reasoning.
+
+    A closing tag met outside reasoning (the template opened the tag but ``starts_in_reasoning``
+    was not set) is a marker, not text: it is dropped rather than shown.
+    """
+
+    def __init__(
+        self,
+        pairs: Sequence[TagPair] = DEFAULT_REASONING_TAGS,
+        *,
+        starts_in_reasoning: bool = False,
+    ) -> None:
+        if not pairs:
+            raise ValueError("at least one reasoning tag pair is needed")
+        self._close_of = dict(pairs)
+        self._closes = tuple(dict.fromkeys(close for _, close in pairs))
+        self._text_markers = tuple(dict.fromkeys([*self._close_of, *self._closes]))
+        self._first_chars = frozenset(marker[0] for marker in self._text_markers)
+        self._longest = max(len(marker) for marker in self._text_markers)
+        # In reasoning: the closing tags that end it (all of them when the template opened it).
+        self._reasoning_markers: tuple[str, ...] | None = (
+            self._closes if starts_in_reasoning else None
+        )
+        self._strip_whitespace = starts_in_reasoning
+        self._held = ""
+        self._started = False
+
+    @property
+    def in_reasoning(self) -> bool:
+        """True while inside a reasoning section (an opening tag without its closing tag yet)."""
+        return self._reasoning_markers is not None
+
+    def leave_implicit_reasoning(self) -> None:
+        """Undo ``starts_in_reasoning`` if no content was seen yet.
+
+        Used when the server turns out to split reasoning into a field itself: then the content
+        holds only the answer, and treating it as reasoning would hide the answer.
+        """
+        if not self._started and self._reasoning_markers is not None:
+            self._reasoning_markers = None
+            self._strip_whitespace = False
+
+    def feed(self, text: str) -> list[Reasoning | Text]:
+        if not text:
+            return []
+        self._started = True
+        if self._held:
+            text = self._held + text
+            self._held = ""
+        out: list[Reasoning | Text] = []
+        while text:
+            if self._strip_whitespace:
+                stripped = text.lstrip()
+                if not stripped:
+                    return out
+                text = stripped
+                self._strip_whitespace = False
+            markers = (
+                self._text_markers if self._reasoning_markers is None else self._reasoning_markers
+            )
+            position, marker = self._find(text, markers)
+            if not marker:
+                keep = self._partial_tag_length(text, markers)
+                if keep:
+                    self._held = text[-keep:]
+                    text = text[:-keep]
+                if text:
+                    out.append(self._part(text))
+                return out
+            if position:
+                out.append(self._part(text[:position]))
+            self._switch(marker)
+            text = text[position + len(marker) :]
+        return out
+
+    def close(self) -> list[Reasoning | Text]:
+        """Release a held partial tag: it never completed, so it is content after all."""
+        held, self._held = self._held, ""
+        return [self._part(held)] if held else []
+
+    def _part(self, text: str) -> Reasoning | Text:
+        return Text(text) if self._reasoning_markers is None else Reasoning(text)
+
+    def _switch(self, marker: str) -> None:
+        if self._reasoning_markers is None and marker in self._close_of:
+            self._reasoning_markers = (self._close_of[marker],)
+        else:
+            # A closing tag: leaves reasoning, or is an orphan marker in text (dropped).
+            self._reasoning_markers = None
+        self._strip_whitespace = True
+
+    def _find(self, text: str, markers: tuple[str, ...]) -> tuple[int, str]:
+        if not any(char in text for char in self._first_chars):
+            return -1, ""
+        best, found = len(text), ""
+        for marker in markers:
+            position = text.find(marker, 0, best + len(marker))
+            if position != -1 and (
+                position < best or (position == best and len(marker) > len(found))
+            ):
+                best, found = position, marker
+        return best, found
+
+    def _partial_tag_length(self, text: str, markers: tuple[str, ...]) -> int:
+        """Length of the longest suffix of ``text`` that is a proper prefix of a marker."""
+        start = max(0, len(text) - self._longest + 1)
+        for i in range(start, len(text)):
+            if text[i] in self._first_chars:
+                suffix = text[i:]
+                if any(marker.startswith(suffix) for marker in markers):
+                    return len(text) - i
+        return 0

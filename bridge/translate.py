@@ -1,0 +1,243 @@
+"""The pure pipeline for Chat Completions: chunk → decode → reasoning-tag filter → emitter.
+
+``ChatStreamTranslator`` holds one turn's state (``feed(chunk)`` / ``close()``);
+``translate_chat_stream`` and ``atranslate_chat_stream`` drive it over an iterable. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ag_ui.core import BaseEvent, TokenUsage
+
+from bridge.decode import decode_chat_chunk
+from bridge.emitter import EventEmitter, IdFactory, random_id
+from bridge.errors import BridgeError, UpstreamProtocolError, UpstreamTruncatedError
+from bridge.parts import EncryptedReasoning, Finish, Part, Reasoning, Text, ToolCallDelta, Usage
+from bridge.reasoning_tags import (
+    DEFAULT_REASONING_TAGS,
+    ReasoningTagFilter,
+    TagPair,
+    resolve_reasoning_tags,
+)
+
+DONE = "[DONE]"
+"""The SSE data line that ends an OpenAI-compatible stream; ``feed(DONE)`` records it."""
+
+# How much tag-wrapped reasoning to remember in case a field repeats it (llama.cpp
+# deepseek-legacy); an echo, if it comes, starts at once.
+_ECHO_LIMIT = 4096
+
+
+@runtime_checkable
+class SupportsModelDump(Protocol):
+    """A pydantic model, such as the ``openai`` SDK's ``ChatCompletionChunk``."""
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+Chunk = Mapping[str, Any] | SupportsModelDump | str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TranslateOptions:
+    """How to read model output that the server left unparsed."""
+
+    reasoning_tags: Sequence[TagPair | str] = DEFAULT_REASONING_TAGS
+    """Reasoning tag pairs looked for in ``content``: names from ``KNOWN_REASONING_TAGS``
+    (``think``, ``thinking``, ``reasoning``, ``thought``, ``THINK``, ``seed:think``) or
+    ``(open, close)`` pairs. Default: ``<think>…</think>``."""
+
+    starts_in_reasoning: bool = False
+    """The chat template opens the reasoning tag in the prompt, so the content starts inside
+    reasoning and only the closing tag arrives (DeepSeek-R1 distills, Qwen3 2507 thinking).
+    Ignored once the server itself delivers reasoning in a field."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reasoning_tags", resolve_reasoning_tags(self.reasoning_tags))
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What the run needs to end: the finish reason, usage, the calls left, or the error."""
+
+    finish_reason: str | None
+    usage: TokenUsage | None
+    tool_call_ids: tuple[str, ...] = field(default=())
+    error: BridgeError | None = None
+
+
+class ChatStreamTranslator:
+    """One assistant turn of a Chat Completions stream → AG-UI events.
+
+    Call ``feed`` for each chunk (a parsed SSE JSON object, an object with ``model_dump()``,
+    or ``DONE``), then ``close()`` always. ``feed`` raises ``BridgeError`` for an upstream error
+    chunk or a malformed chunk; ``close()`` never raises: it ends whatever is open and records a
+    truncated stream in ``outcome.error``.
+    """
+
+    def __init__(self, options: TranslateOptions | None = None, *, new_id: IdFactory = random_id):
+        options = options or TranslateOptions()
+        self._tags = ReasoningTagFilter(
+            options.reasoning_tags,  # type: ignore[arg-type]  # normalised in __post_init__
+            starts_in_reasoning=options.starts_in_reasoning,
+        )
+        self._emitter = EventEmitter(new_id=new_id)
+        self._field_reasoning = False
+        self._tag_reasoning: list[str] = []
+        self._tag_reasoning_size = 0
+        self._echo = ""
+        self._finish_reason: str | None = None
+        self._done = False
+        self._closed = False
+        self._error: BridgeError | None = None
+
+    @property
+    def assistant_message_id(self) -> str:
+        """The id of this turn's assistant message (text and tool calls' parent)."""
+        return self._emitter.assistant_id
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        return TurnOutcome(
+            finish_reason=self._finish_reason,
+            usage=self._emitter.usage,
+            tool_call_ids=tuple(self._emitter.tool_call_ids),
+            error=self._error,
+        )
+
+    def feed(self, chunk: Chunk) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        if isinstance(chunk, str):
+            if chunk.strip() != DONE:
+                self._fail(UpstreamProtocolError(f"unexpected upstream data line {chunk[:40]!r}"))
+            self._done = True
+            self._end_turn(out)
+            return out
+        if not isinstance(chunk, Mapping):
+            if not isinstance(chunk, SupportsModelDump):
+                self._fail(UpstreamProtocolError("upstream chunk is not a JSON object"))
+            chunk = chunk.model_dump()
+        try:
+            parts = decode_chat_chunk(chunk)
+        except BridgeError as exc:
+            self._fail(exc)
+        for part in parts:
+            self._route(part, out)
+        return out
+
+    def close(self) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        if self._closed:
+            return out
+        self._closed = True
+        try:
+            self._end_turn(out)
+        except BridgeError as exc:
+            self._error = self._error or exc
+        if self._error is None and self._finish_reason is None and not self._done:
+            self._error = UpstreamTruncatedError(
+                "the upstream stream ended before the answer was complete "
+                "(no finish_reason and no [DONE])"
+            )
+        return out
+
+    def _fail(self, error: BridgeError) -> Any:
+        self._error = self._error or error
+        raise error
+
+    def _route(self, part: Part, out: list[BaseEvent]) -> None:
+        kind = type(part)
+        if kind is Text:
+            for piece in self._tags.feed(part.text):  # type: ignore[union-attr]
+                if type(piece) is Text:
+                    self._emitter.text(piece.text, out)
+                else:
+                    self._reasoning_from_tags(piece.text, out)
+        elif kind is Reasoning:
+            self._reasoning_from_field(part.text, out)  # type: ignore[union-attr]
+        elif kind is ToolCallDelta:
+            self._emitter.tool_call(part, out)  # type: ignore[arg-type]
+        elif kind is Finish:
+            self._finish_reason = part.reason  # type: ignore[union-attr]
+            self._end_turn(out)
+        elif kind is EncryptedReasoning:
+            self._emitter.encrypted_reasoning(part.value, out)  # type: ignore[union-attr]
+        elif kind is Usage:
+            self._emitter.usage = part.usage  # type: ignore[union-attr]
+
+    def _reasoning_from_tags(self, text: str, out: list[BaseEvent]) -> None:
+        if self._field_reasoning:
+            return  # the server delivers reasoning in a field: tags only repeat it (sticky)
+        if self._tag_reasoning_size < _ECHO_LIMIT:
+            self._tag_reasoning.append(text)
+            self._tag_reasoning_size += len(text)
+        self._emitter.reasoning(text, out)
+
+    def _reasoning_from_field(self, text: str, out: list[BaseEvent]) -> None:
+        if not self._field_reasoning:
+            self._field_reasoning = True
+            self._tags.leave_implicit_reasoning()
+            if self._tag_reasoning_size < _ECHO_LIMIT:
+                self._echo = "".join(self._tag_reasoning)
+            self._tag_reasoning.clear()
+        if self._echo:
+            # llama.cpp deepseek-legacy: the field repeats reasoning already shown from tags.
+            size = min(len(self._echo), len(text))
+            if self._echo[:size] == text[:size]:
+                self._echo = self._echo[size:]
+                text = text[size:]
+            else:
+                self._echo = ""
+        self._emitter.reasoning(text, out)
+
+    def _end_turn(self, out: list[BaseEvent]) -> None:
+        for piece in self._tags.close():
+            if type(piece) is Text:
+                self._emitter.text(piece.text, out)
+            else:
+                self._reasoning_from_tags(piece.text, out)
+        self._emitter.close(out)
+
+
+def translate_chat_stream(
+    chunks: Iterable[Chunk],
+    options: TranslateOptions | None = None,
+    *,
+    new_id: IdFactory = random_id,
+) -> Iterator[BaseEvent]:
+    """Translate a whole stream; a ``BridgeError`` is raised after the last event."""
+    translator = ChatStreamTranslator(options, new_id=new_id)
+    try:
+        for chunk in chunks:
+            yield from translator.feed(chunk)
+    except BridgeError:
+        yield from translator.close()
+        raise
+    yield from translator.close()
+    if translator.outcome.error is not None:
+        raise translator.outcome.error
+
+
+async def atranslate_chat_stream(
+    chunks: AsyncIterable[Chunk],
+    options: TranslateOptions | None = None,
+    *,
+    new_id: IdFactory = random_id,
+) -> AsyncIterator[BaseEvent]:
+    """The async form of ``translate_chat_stream``, driving the same ``ChatStreamTranslator``."""
+    translator = ChatStreamTranslator(options, new_id=new_id)
+    try:
+        async for chunk in chunks:
+            for event in translator.feed(chunk):
+                yield event
+    except BridgeError:
+        for event in translator.close():
+            yield event
+        raise
+    for event in translator.close():
+        yield event
+    if translator.outcome.error is not None:
+        raise translator.outcome.error
