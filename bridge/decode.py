@@ -66,7 +66,7 @@ def _decode_choice(choice: Mapping[str, Any], parts: list[Part]) -> None:
         _decode_reasoning(delta, parts)
         _decode_content(delta.get("content"), parts)
         tool_calls = delta.get("tool_calls")
-        if tool_calls:
+        if tool_calls is not None:
             _decode_tool_calls(tool_calls, parts)
     finish_reason = choice.get("finish_reason")
     if finish_reason:

@@ -134,7 +134,12 @@ class EventEmitter:
         call = self._calls.get(delta.index)
         if call is None or self._is_new_call(call, delta):
             if call is not None and not call.started:
-                self._start_call(call, out)
+                if not call.name and call.pending:
+                    raise UpstreamProtocolError(
+                        f"the upstream sent arguments for tool call #{call.index} but no name"
+                    )
+                if call.name:
+                    self._start_call(call, out)
             call = self._calls[delta.index] = _ToolCall(delta.index)
         if delta.id and call.upstream_id is None and not call.started:
             call.upstream_id = delta.id
@@ -158,10 +163,6 @@ class EventEmitter:
         return bool(delta.name and call.name and delta.name != call.name)
 
     def _start_call(self, call: _ToolCall, out: list[BaseEvent]) -> None:
-        if not call.name:
-            raise UpstreamProtocolError(
-                f"the upstream sent arguments for tool call #{call.index} but never its name"
-            )
         call_id = call.upstream_id or self._new_id("call")
         if call_id in self.tool_call_ids:  # some servers reuse ids across parallel calls
             call_id = f"{call_id}_{len(self.tool_call_ids)}"
@@ -184,11 +185,15 @@ class EventEmitter:
         """End everything still open. Safe to call more than once."""
         self._end_reasoning(out)
         self._end_text(out)
-        unstarted = [call for call in self._calls.values() if not call.started]
-        self._calls.clear()
-        for call in unstarted:
-            if call.name or call.pending:
+        nameless = [call for call in self._calls.values() if not call.started and not call.name]
+        for call in self._calls.values():
+            if not call.started and call.name:
                 self._start_call(call, out)
+        self._calls.clear()
         for call in self._open_calls:
             out.append(ToolCallEndEvent(tool_call_id=call.id))
         self._open_calls.clear()
+        if any(call.pending for call in nameless):
+            raise UpstreamProtocolError(
+                f"the upstream sent arguments for tool call #{nameless[0].index} but no name"
+            )

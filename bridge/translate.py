@@ -93,6 +93,7 @@ class ChatStreamTranslator:
         self._done = False
         self._closed = False
         self._error: BridgeError | None = None
+        self._carried: list[BaseEvent] = []
 
     @property
     def assistant_message_id(self) -> str:
@@ -121,15 +122,15 @@ class ChatStreamTranslator:
                 self._fail(UpstreamProtocolError("upstream chunk is not a JSON object"))
             chunk = chunk.model_dump()
         try:
-            parts = decode_chat_chunk(chunk)
+            for part in decode_chat_chunk(chunk):
+                self._route(part, out)
         except BridgeError as exc:
+            self._carried = out  # what this chunk produced before the error: close() emits it
             self._fail(exc)
-        for part in parts:
-            self._route(part, out)
         return out
 
     def close(self) -> list[BaseEvent]:
-        out: list[BaseEvent] = []
+        out, self._carried = self._carried, []
         if self._closed:
             return out
         self._closed = True

@@ -134,3 +134,26 @@ def tool_delta(
 
 def text_chunks(*pieces: str, finish: str = "stop") -> list[dict[str, Any]]:
     return [*(chunk(content=p) for p in pieces), chunk(finish=finish)]
+
+
+def sse_chunks_from_bytes(pieces: Iterable[bytes]) -> list[Any]:
+    """Read an SSE body, delivered in the given byte pieces, the way the bridge reads upstreams:
+    httpx decodes the bytes, httpx-sse splits the events, ``chunk_from_sse`` reads each one."""
+    import httpx
+    from httpx_sse import EventSource
+
+    from bridge.sse import chunk_from_sse
+
+    response = httpx.Response(
+        200, headers={"content-type": "text/event-stream"}, content=iter(list(pieces))
+    )
+    chunks = []
+    for event in EventSource(response).iter_sse():
+        item = chunk_from_sse(event)
+        if item is not None:
+            chunks.append(item)
+    return chunks
+
+
+def split_every(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
