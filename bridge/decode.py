@@ -10,15 +10,16 @@ Ollama, Groq, LM Studio, OpenRouter), ``delta.reasoning_details[]`` (OpenRouter)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from bridge.errors import UpstreamProtocolError, UpstreamStreamError
 from bridge.parts import EncryptedReasoning, Finish, Part, Reasoning, Text, ToolCallDelta, Usage
 from bridge.usage import token_usage_from_openai
 
+_REASONING_KEYS = frozenset({"reasoning_content", "reasoning", "reasoning_details"})
 
-def decode_chat_chunk(chunk: Mapping[str, Any]) -> list[Part]:
+
+def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
     """Parts of one chunk, in the order a reader meets them: reasoning, text, tool calls, finish.
 
     Raises ``UpstreamStreamError`` for an ``{"error": …}`` chunk and ``UpstreamProtocolError``
@@ -37,7 +38,7 @@ def decode_chat_chunk(chunk: Mapping[str, Any]) -> list[Part]:
             _decode_choice(choice, parts)
     usage = chunk.get("usage")
     if usage:
-        if not isinstance(usage, Mapping):
+        if not isinstance(usage, dict):
             raise UpstreamProtocolError("upstream chunk has a 'usage' that is not an object")
         model = chunk.get("model")
         token_usage = token_usage_from_openai(usage, model if isinstance(model, str) else None)
@@ -46,22 +47,22 @@ def decode_chat_chunk(chunk: Mapping[str, Any]) -> list[Part]:
     return parts
 
 
-def _first_choice(choices: list[Any]) -> Mapping[str, Any] | None:
+def _first_choice(choices: list[Any]) -> dict[str, Any] | None:
     # The bridge never asks for n > 1; only choice 0 is the answer.
     for choice in choices:
-        if not isinstance(choice, Mapping):
+        if not isinstance(choice, dict):
             raise UpstreamProtocolError("upstream chunk has a choice that is not an object")
         if choice.get("index", 0) == 0:
             return choice
     return None
 
 
-def _decode_choice(choice: Mapping[str, Any], parts: list[Part]) -> None:
+def _decode_choice(choice: dict[str, Any], parts: list[Part]) -> None:
     delta = choice.get("delta")
     if delta is None:
         delta = choice.get("message")  # a non-streamed response: the whole message at once
     if delta is not None:
-        if not isinstance(delta, Mapping):
+        if not isinstance(delta, dict):
             raise UpstreamProtocolError("upstream chunk has a 'delta' that is not an object")
         _decode_reasoning(delta, parts)
         _decode_content(delta.get("content"), parts)
@@ -73,7 +74,9 @@ def _decode_choice(choice: Mapping[str, Any], parts: list[Part]) -> None:
         parts.append(Finish(str(finish_reason)))
 
 
-def _decode_reasoning(delta: Mapping[str, Any], parts: list[Part]) -> None:
+def _decode_reasoning(delta: dict[str, Any], parts: list[Part]) -> None:
+    if not _REASONING_KEYS.intersection(delta):
+        return
     detail_text = ""
     secrets: list[str] = []
     details = delta.get("reasoning_details")
@@ -98,7 +101,7 @@ def _decode_reasoning(delta: Mapping[str, Any], parts: list[Part]) -> None:
 def _read_details(details: list[Any], secrets: list[str]) -> str:
     texts: list[str] = []
     for detail in details:
-        if not isinstance(detail, Mapping):
+        if not isinstance(detail, dict):
             raise UpstreamProtocolError(
                 "upstream chunk has a reasoning detail that is not an object"
             )
@@ -125,13 +128,13 @@ def _decode_content(content: Any, parts: list[Part]) -> None:
     elif isinstance(content, list):
         # Mistral's Magistral API: [{"type": "thinking", "thinking": [{"type": "text", ...}]}, ...]
         for item in content:
-            if not isinstance(item, Mapping):
+            if not isinstance(item, dict):
                 raise UpstreamProtocolError("upstream content list holds a non-object item")
             if item.get("type") == "thinking":
                 text = "".join(
                     sub.get("text") or ""
                     for sub in item.get("thinking") or []
-                    if isinstance(sub, Mapping)
+                    if isinstance(sub, dict)
                 )
                 if text:
                     parts.append(Reasoning(text))
@@ -147,13 +150,13 @@ def _decode_tool_calls(tool_calls: Any, parts: list[Part]) -> None:
     if not isinstance(tool_calls, list):
         raise UpstreamProtocolError("upstream chunk has 'tool_calls' that is not a list")
     for position, call in enumerate(tool_calls):
-        if not isinstance(call, Mapping):
+        if not isinstance(call, dict):
             raise UpstreamProtocolError("upstream chunk has a tool call that is not an object")
         index = call.get("index")
         if not isinstance(index, int) or isinstance(index, bool):
             index = position  # non-streamed messages (and some servers) leave the index out
         function = call.get("function") or {}
-        if not isinstance(function, Mapping):
+        if not isinstance(function, dict):
             raise UpstreamProtocolError("upstream tool call has a 'function' that is not an object")
         arguments = function.get("arguments")
         if arguments is None:

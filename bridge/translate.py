@@ -117,10 +117,13 @@ class ChatStreamTranslator:
             self._done = True
             self._end_turn(out)
             return out
-        if not isinstance(chunk, Mapping):
-            if not isinstance(chunk, SupportsModelDump):
+        if type(chunk) is not dict:
+            if isinstance(chunk, Mapping):
+                chunk = dict(chunk)
+            elif isinstance(chunk, SupportsModelDump):
+                chunk = chunk.model_dump()
+            else:
                 self._fail(UpstreamProtocolError("upstream chunk is not a JSON object"))
-            chunk = chunk.model_dump()
         try:
             for part in decode_chat_chunk(chunk):
                 self._route(part, out)

@@ -1,0 +1,46 @@
+"""Events → SSE frames, byte for byte as ``ag_ui.encoder.EventEncoder`` writes them.
+
+The three delta events are most of every stream; building their frame directly is about 7 times
+cheaper than pydantic's serializer with ag-ui's null-omitting hook. Every other event, and a
+delta event carrying any optional field, goes through ``EventEncoder`` itself. A property test
+pins the two to the same bytes.
+"""
+
+from __future__ import annotations
+
+from json.encoder import encode_basestring
+
+from ag_ui.core import (
+    BaseEvent,
+    ReasoningMessageContentEvent,
+    TextMessageContentEvent,
+    ToolCallArgsEvent,
+)
+from ag_ui.encoder import EventEncoder
+
+_ENCODER = EventEncoder()
+_PLAIN = {"type", "message_id", "delta", "tool_call_id"}
+
+
+def encode_event(event: BaseEvent) -> str:
+    """One ``data: {json}\\n\\n`` frame (LF only, camelCase, no nulls)."""
+    kind = type(event)
+    if kind is TextMessageContentEvent or kind is ReasoningMessageContentEvent:
+        if _plain(event):
+            return (
+                f'data: {{"type":"{event.type.value}","messageId":'
+                f"{encode_basestring(event.message_id)},"  # type: ignore[attr-defined]
+                f'"delta":{encode_basestring(event.delta)}}}\n\n'  # type: ignore[attr-defined]
+            )
+    elif kind is ToolCallArgsEvent and _plain(event):
+        return (
+            'data: {"type":"TOOL_CALL_ARGS","toolCallId":'
+            f"{encode_basestring(event.tool_call_id)},"  # type: ignore[attr-defined]
+            f'"delta":{encode_basestring(event.delta)}}}\n\n'  # type: ignore[attr-defined]
+        )
+    return _ENCODER.encode(event)
+
+
+def _plain(event: BaseEvent) -> bool:
+    # Only the fields we set ourselves: no timestamp, raw event, metadata, subagent or extras.
+    return event.model_fields_set <= _PLAIN and not event.model_extra
