@@ -1,0 +1,223 @@
+"""AG-UI conversation → OpenAI Chat Completions ``messages`` and ``tools``. Pure, no I/O.
+
+Reasoning messages (role ``reasoning``, which ``@ag-ui/client`` sends back every turn, placed
+before the assistant message they belong to) are attached to the next assistant message and sent
+back under a policy: as a field, as ``<think>`` text, or not at all. By default only the turn
+since the last user message carries them: interleaved-thinking models (DeepSeek, Kimi K2) need the
+reasoning of the tool loop in progress, while earlier turns' reasoning only costs context.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
+
+from ag_ui.core import (
+    ActivityMessage,
+    AssistantMessage,
+    ContentPart,
+    Context,
+    DataSource,
+    DeveloperMessage,
+    ImagePart,
+    Message,
+    ReasoningMessage,
+    SystemMessage,
+    TextPart,
+    Tool,
+    ToolMessage,
+    UrlSource,
+    UserMessage,
+)
+
+ReasoningHistory = Literal["field", "tags", "drop"]
+"""How earlier reasoning goes back upstream: in ``reasoning_field`` on the assistant message,
+as ``<think>…</think>`` before its content, or not at all. (``auto`` is resolved by the caller.)"""
+
+ReasoningScope = Literal["current-turn", "all", "last"]
+"""Which assistant messages get their reasoning back: those after the last user message (the
+tool loop in progress), every one, or only the last assistant message of the conversation."""
+
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def to_openai_messages(
+    messages: Sequence[Message],
+    *,
+    reasoning: ReasoningHistory = "field",
+    scope: ReasoningScope = "current-turn",
+    reasoning_field: str = "reasoning_content",
+    context: Sequence[Context] = (),
+    state: Any = None,
+) -> list[dict[str, Any]]:
+    """Convert an AG-UI conversation into Chat Completions ``messages``.
+
+    ``context`` and ``state`` (when not ``None``) become system messages placed after the
+    leading system/developer messages. Activity messages are UI-only and skipped.
+    Raises ``ValueError`` for content the Chat Completions API cannot carry (audio, video,
+    documents, provider file handles) and for an unknown ``reasoning`` or ``scope``.
+    """
+    if reasoning not in get_args(ReasoningHistory):
+        raise ValueError(
+            f"reasoning must be one of {get_args(ReasoningHistory)}, not {reasoning!r}"
+        )
+    if scope not in get_args(ReasoningScope):
+        raise ValueError(f"scope must be one of {get_args(ReasoningScope)}, not {scope!r}")
+
+    carriers = _reasoning_carriers(messages, scope) if reasoning != "drop" else set()
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ReasoningMessage):
+            # encrypted_value is not sent: Chat Completions has no place for it; the
+            # Responses API upstream will carry it back as an encrypted reasoning item.
+            if message.content:
+                pending.append(message.content)
+        elif isinstance(message, AssistantMessage):
+            text = "\n\n".join(pending) if index in carriers else ""
+            pending = []
+            out.append(_assistant(message, text, reasoning, reasoning_field))
+        elif isinstance(message, UserMessage):
+            # Reasoning with no assistant message after it before the next user message
+            # (a turn cut short) belongs to nothing.
+            pending = []
+            out.append({"role": "user", "content": _user_content(message.content)})
+        elif isinstance(message, ToolMessage):
+            out.append(_tool(message))
+        elif isinstance(message, (SystemMessage, DeveloperMessage)):
+            out.append({"role": message.role, "content": message.content})
+        elif isinstance(message, ActivityMessage):
+            continue  # UI-only progress, never conversation content
+        else:
+            raise ValueError(f"unsupported message role {getattr(message, 'role', None)!r}")
+
+    extra = _context_messages(context, state)
+    if extra:
+        at = 0
+        while at < len(out) and out[at]["role"] in _SYSTEM_ROLES:
+            at += 1
+        out[at:at] = extra
+    return out
+
+
+def to_openai_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """Convert AG-UI tools into Chat Completions ``tools`` (function tools)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                # Some servers reject a function without a schema; no schema means no arguments.
+                "parameters": tool.parameters
+                if tool.parameters is not None
+                else {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _reasoning_carriers(messages: Sequence[Message], scope: ReasoningScope) -> set[int]:
+    """Indexes of the assistant messages whose reasoning goes back under ``scope``."""
+    assistants = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
+    if scope == "all":
+        return set(assistants)
+    if scope == "last":
+        return set(assistants[-1:])
+    last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
+    return {i for i in assistants if i > last_user}
+
+
+def _assistant(
+    message: AssistantMessage, reasoning_text: str, policy: ReasoningHistory, field: str
+) -> dict[str, Any]:
+    content = message.content or ""
+    if reasoning_text and policy == "tags":
+        content = f"<think>\n{reasoning_text}\n</think>\n\n{content}"
+    out: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning_text and policy == "field":
+        out[field] = reasoning_text
+    if message.tool_calls:
+        if not content:
+            out["content"] = None
+        # Arguments go back exactly as received: re-serialising them would change the
+        # prompt's bytes and throw away the server's prefix cache.
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name, "arguments": call.function.arguments},
+            }
+            for call in message.tool_calls
+        ]
+    return out
+
+
+def _user_content(content: str | Sequence[ContentPart]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return [_user_part(part) for part in content]
+
+
+def _user_part(part: ContentPart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": _image_url(part)}}
+    raise ValueError(
+        f"user message content part of type {_part_type(part)!r} is not supported: "
+        "Chat Completions accepts text and image parts only"
+    )
+
+
+def _image_url(part: ImagePart) -> str:
+    source = part.source
+    if isinstance(source, UrlSource):
+        return source.value
+    if isinstance(source, DataSource):
+        return f"data:{source.mime_type};base64,{source.value}"
+    # A FileSource names bytes already held by one provider; image_url cannot refer to it.
+    raise ValueError(
+        f"image source of type {getattr(source, 'type', None)!r} is not supported: "
+        "send the image inline (data) or by URL"
+    )
+
+
+def _tool(message: ToolMessage) -> dict[str, Any]:
+    content = _tool_text(message.content)
+    if message.error is not None:
+        content = f"Error: {message.error}\n\n{content}" if content else f"Error: {message.error}"
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+
+
+def _tool_text(content: str | Sequence[ContentPart]) -> str:
+    # Flattened to one string: every server and chat template accepts string tool content,
+    # while content-part arrays in tool messages are not universally supported.
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content:
+        if not isinstance(part, TextPart):
+            raise ValueError(
+                f"tool message content part of type {_part_type(part)!r} is not supported: "
+                "Chat Completions tool results carry text only"
+            )
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def _part_type(part: object) -> object:
+    return getattr(part, "type", type(part).__name__)
+
+
+def _context_messages(context: Sequence[Context], state: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if context:
+        lines = "\n".join(f"- {item.description}: {item.value}" for item in context)
+        out.append({"role": "system", "content": f"Context:\n{lines}"})
+    if state is not None:
+        dumped = json.dumps(state, ensure_ascii=False, sort_keys=True)
+        out.append({"role": "system", "content": f"Current state (JSON):\n{dumped}"})
+    return out
