@@ -99,3 +99,13 @@ class UpstreamStreamError(BridgeError):
         if isinstance(payload, str) and payload:
             return cls(payload)
         return cls("the upstream reported an error")
+
+
+class InvalidRunInputError(BridgeError):
+    """The client's request cannot be run (it is answered with HTTP 4xx, not a stream)."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status

@@ -67,7 +67,25 @@ def check_events(events: Iterable[BaseEvent], *, complete: bool = True) -> list[
     A stream without RUN_STARTED is checked as the inside of a run; with ``complete`` it must
     leave nothing open, as RUN_FINISHED requires.
     """
-    frames = wire(events)
+    return check_frames(wire(events), complete=complete)
+
+
+def parse_body(body: str) -> list[dict[str, Any]]:
+    """The frames of an SSE response body, split as the client splits them (on LF LF only)."""
+    if "\r" in body:
+        raise ProtocolViolation("the body holds CR characters; the client splits frames on LF only")
+    frames = []
+    for block in body.split("\n\n"):
+        if not block or block.startswith(":"):
+            continue
+        if not block.startswith("data: ") or "\n" in block:
+            raise ProtocolViolation(f"not a one-line data frame: {block[:120]!r}")
+        frames.append(json.loads(block[len("data: ") :]))
+    return frames
+
+
+def check_frames(frames: list[dict[str, Any]], *, complete: bool = True) -> list[dict[str, Any]]:
+    """The client's order and schema rules on parsed wire frames."""
     text: set[str] = set()
     calls: set[str] = set()
     spans: set[str] = set()

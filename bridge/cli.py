@@ -1,0 +1,277 @@
+"""``agui-bridge serve | demo | scripted-upstream``: flags only map onto ``BridgeConfig``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse
+from starlette.routing import BaseRoute, Mount, Route
+
+from bridge.app import create_app, mount
+from bridge.config import BridgeConfig
+from bridge.reasoning_tags import KNOWN_REASONING_TAGS
+from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.translate import TranslateOptions
+
+#: The scripted model whose template "opened" the tag: the demo reads it as such.
+_SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except ValueError as exc:  # a bad flag value, from BridgeConfig's validation
+        print(f"agui-bridge: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agui-bridge",
+        description="Serve an OpenAI-compatible model server as an AG-UI agent (POST /agent).",
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a real upstream",
+        description="Serve a real OpenAI-compatible upstream.",
+    )
+    serve.add_argument(
+        "--upstream-url",
+        default=os.environ.get("OPENAI_BASE_URL"),
+        help="base URL of the OpenAI-compatible API, including /v1 "
+        "(default: $OPENAI_BASE_URL), e.g. http://127.0.0.1:8080/v1",
+    )
+    serve.add_argument("--model", required=True, help="model to ask for when the client names none")
+    serve.add_argument(
+        "--models",
+        default="",
+        help="comma-separated further models a client may pick with forwardedProps.model",
+    )
+    serve.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the upstream API key, sent as a Bearer token "
+        "(default: OPENAI_API_KEY; unset means no key)",
+    )
+    _add_listen(serve, port=8000)
+    _add_translate(serve)
+    serve.set_defaults(handler=_serve)
+
+    demo = commands.add_parser(
+        "demo",
+        help="serve the demo with the built-in scripted model",
+        description="Serve the bridge with the embedded scripted upstream: no model server needed.",
+    )
+    _add_listen(demo, port=8000)
+    demo.add_argument(
+        "--pace", type=float, default=0.03, help="seconds between the scripted model's tokens"
+    )
+    _add_translate(demo)
+    demo.set_defaults(handler=_demo)
+
+    scripted = commands.add_parser(
+        "scripted-upstream",
+        help="run only the scripted OpenAI-compatible model server",
+        description=f"Serve the scripted model alone; models: {', '.join(SCRIPTED_MODELS)}.",
+    )
+    _add_listen(scripted, port=8001)
+    scripted.add_argument(
+        "--pace", type=float, default=0.0, help="seconds between streamed chunks (default 0)"
+    )
+    scripted.set_defaults(handler=_scripted)
+    return parser
+
+
+def _add_listen(parser: argparse.ArgumentParser, *, port: int) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=port,
+        help=f"port to listen on (default {port}; 0 picks a free one)",
+    )
+    parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+
+def _add_translate(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reading the model's output and sending history")
+    group.add_argument(
+        "--reasoning-tags",
+        default="think",
+        help="comma-separated reasoning tag pairs looked for in content: "
+        f"{', '.join(KNOWN_REASONING_TAGS)}, or OPEN...CLOSE (default: think)",
+    )
+    group.add_argument(
+        "--starts-in-reasoning",
+        action="store_true",
+        help="the chat template opens the reasoning tag in the prompt: content starts inside "
+        "reasoning and only the closing tag arrives",
+    )
+    group.add_argument(
+        "--starts-in-reasoning-model",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="like --starts-in-reasoning, for one model only (repeatable)",
+    )
+    group.add_argument(
+        "--reasoning-history",
+        choices=["auto", "field", "tags", "drop"],
+        default="auto",
+        help="how earlier reasoning goes back upstream: as reasoning_content (field; auto), "
+        "as <think> text in content (tags), or not at all (drop)",
+    )
+    group.add_argument(
+        "--reasoning-scope",
+        choices=["current-turn", "all", "last"],
+        default="current-turn",
+        help="which assistant messages carry their reasoning back: those since the last user "
+        "message (default), all, or the last one",
+    )
+    group.add_argument(
+        "--include-state", action="store_true", help="send the run's state to the model as context"
+    )
+    group.add_argument(
+        "--no-usage",
+        action="store_true",
+        help="do not ask for stream_options.include_usage (for servers that reject it)",
+    )
+    group.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        help="seconds to connect upstream (default 10)",
+    )
+    group.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        help="seconds of upstream silence allowed before and between chunks (default 300)",
+    )
+
+
+def _config(
+    args: argparse.Namespace,
+    *,
+    upstream_url: str,
+    model: str,
+    models: Sequence[str],
+    api_key: str | None,
+) -> BridgeConfig:
+    translate = TranslateOptions(
+        reasoning_tags=[tag for tag in args.reasoning_tags.split(",") if tag],
+        starts_in_reasoning=args.starts_in_reasoning,
+    )
+    open_tag = replace(translate, starts_in_reasoning=True)
+    return BridgeConfig(
+        upstream_url=upstream_url,
+        model=model,
+        models=tuple(models),
+        api_key=api_key,
+        connect_timeout=args.connect_timeout,
+        idle_timeout=args.idle_timeout,
+        translate=translate,
+        translate_overrides={name: open_tag for name in args.starts_in_reasoning_model},
+        reasoning_history=args.reasoning_history,
+        reasoning_scope=args.reasoning_scope,
+        include_state=args.include_state,
+        include_usage=not args.no_usage,
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if not args.upstream_url:
+        print("agui-bridge: give --upstream-url or set OPENAI_BASE_URL", file=sys.stderr)
+        return 2
+    config = _config(
+        args,
+        upstream_url=args.upstream_url,
+        model=args.model,
+        models=[m for m in args.models.split(",") if m],
+        api_key=os.environ.get(args.api_key_env) or None,
+    )
+    port = args.port or _free_port(args.host)
+    app = create_app(config)
+    parent = Starlette(
+        routes=[*mount("/agent", app), Route("/", _index)], lifespan=app.router.lifespan_context
+    )
+    print(
+        f"agui-bridge: agent at POST http://{args.host}:{port}/agent -> {config.upstream_url}",
+        flush=True,
+    )
+    uvicorn.run(parent, host=args.host, port=port, log_level=args.log_level)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    port = args.port or _free_port(args.host)
+    if _SCRIPTED_OPEN_TAG_MODEL not in args.starts_in_reasoning_model:
+        args.starts_in_reasoning_model.append(_SCRIPTED_OPEN_TAG_MODEL)
+    # The bridge reaches the scripted model over real HTTP on loopback, as it would a real one.
+    config = _config(
+        args,
+        upstream_url=f"http://127.0.0.1:{port}/scripted/v1",
+        model=DEFAULT_SCRIPTED_MODEL,
+        models=SCRIPTED_MODELS,
+        api_key=None,
+    )
+    app = create_app(config)
+    routes: list[BaseRoute] = [
+        *mount("/agent", app),
+        Mount("/scripted", app=create_scripted_upstream(pace=args.pace)),
+        Route("/", _index),
+    ]
+    parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
+    print(
+        f"agui-bridge demo: open http://{_display_host(args.host)}:{port}/  (agent at POST /agent)",
+        flush=True,
+    )
+    uvicorn.run(parent, host=args.host, port=port, log_level=args.log_level)
+    return 0
+
+
+def _scripted(args: argparse.Namespace) -> int:
+    port = args.port or _free_port(args.host)
+    print(
+        f"agui-bridge scripted upstream: http://{args.host}:{port}/v1 "
+        f"(models: {', '.join(SCRIPTED_MODELS)})",
+        flush=True,
+    )
+    uvicorn.run(
+        create_scripted_upstream(pace=args.pace),
+        host=args.host,
+        port=port,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+async def _index(request: object) -> HTMLResponse:
+    return HTMLResponse(
+        "<!doctype html><title>agui-bridge</title><h1>agui-bridge</h1>"
+        "<p>The AG-UI agent is at <code>POST /agent</code>; capabilities at "
+        "<code>GET /agent/capabilities</code>.</p>"
+    )
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _display_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "") else host

@@ -1,0 +1,110 @@
+"""The bridge's settings: one frozen, keyword-only dataclass, validated at construction.
+
+The CLI and environment variables only map onto it; nothing deeper reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from bridge.translate import TranslateOptions
+
+ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
+ReasoningScopePolicy = Literal["current-turn", "all", "last"]
+
+#: Request parameters a client may set through ``forwardedProps`` (``model`` is checked apart,
+#: against the configured models). Everything else a client sends there is ignored.
+FORWARDED_PARAMS: frozenset[str] = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "reasoning_effort",
+        "seed",
+        "stop",
+        "n_predict",
+        "parallel_tool_calls",
+        "tool_choice",
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BridgeConfig:
+    """Everything that decides where and how the bridge talks to its upstream."""
+
+    upstream_url: str
+    """Base URL of the OpenAI-compatible API, up to and including ``/v1``
+    (``http://127.0.0.1:8080/v1``); requests go to ``{upstream_url}/chat/completions``."""
+
+    model: str
+    """The model asked for when the client names none."""
+
+    models: tuple[str, ...] = ()
+    """Further models a client may choose with ``forwardedProps.model``."""
+
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer …``; never shown in logs or errors."""
+
+    connect_timeout: float = 10.0
+    """Seconds to wait for the upstream's TCP/TLS connection."""
+
+    idle_timeout: float = 300.0
+    """Seconds of silence allowed from the upstream (before the first byte and between
+    chunks): prompt processing of a long context can take minutes on small machines."""
+
+    translate: TranslateOptions = field(default_factory=TranslateOptions)
+    """How to read unparsed model output (reasoning tags, implicit open tag)."""
+
+    translate_overrides: Mapping[str, TranslateOptions] = field(default_factory=dict)
+    """``translate`` options for particular models (a template that opens the tag, say)."""
+
+    reasoning_history: ReasoningHistoryPolicy = "auto"
+    """How earlier reasoning goes back upstream: ``field`` (``reasoning_content``), ``tags``
+    (``<think>…</think>`` in content), ``drop``; ``auto`` is ``field``, which DeepSeek, Kimi and
+    llama.cpp accept (llama.cpp's ``/props`` says whether its template uses it)."""
+
+    reasoning_scope: ReasoningScopePolicy = "current-turn"
+    """Which assistant messages get their reasoning back: those after the last user message
+    (the tool loop in progress), ``all``, or only the ``last``."""
+
+    include_state: bool = False
+    """Send the run's ``state`` to the model as a system message."""
+
+    include_usage: bool = True
+    """Ask for ``stream_options.include_usage`` (retried without it if the server refuses)."""
+
+    def __post_init__(self) -> None:
+        url = urlsplit(self.upstream_url)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise ValueError(f"upstream_url must be an http(s) URL, got {self.upstream_url!r}")
+        object.__setattr__(self, "upstream_url", self.upstream_url.rstrip("/"))
+        if not self.model:
+            raise ValueError("model must be named")
+        if self.connect_timeout <= 0 or self.idle_timeout <= 0:
+            raise ValueError("timeouts must be positive numbers of seconds")
+        if self.reasoning_history not in ("auto", "field", "tags", "drop"):
+            raise ValueError(
+                f"reasoning_history must be auto, field, tags or drop: {self.reasoning_history!r}"
+            )
+        if self.reasoning_scope not in ("current-turn", "all", "last"):
+            raise ValueError(
+                f"reasoning_scope must be current-turn, all or last, not {self.reasoning_scope!r}"
+            )
+        object.__setattr__(self, "models", tuple(dict.fromkeys((self.model, *self.models))))
+        unknown = set(self.translate_overrides) - set(self.models)
+        if unknown:
+            raise ValueError(f"options given for models that are not served: {sorted(unknown)}")
+
+    def translate_for(self, model: str) -> TranslateOptions:
+        """The translator options for one model."""
+        return self.translate_overrides.get(model, self.translate)

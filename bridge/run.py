@@ -1,0 +1,85 @@
+"""One run: RUN_STARTED at once, the translated upstream stream, then exactly one
+RUN_FINISHED (usage, pending frontend tool calls) or RUN_ERROR (readable message, stable code)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+)
+
+from bridge.errors import BridgeError, UpstreamTruncatedError
+from bridge.translate import ChatStreamTranslator, TranslateOptions, TurnOutcome
+from bridge.upstream import UpstreamClient
+
+#: What RUN_FINISHED.result says when the upstream stopped for a reason other than completion.
+CUT_MESSAGES = {
+    "length": "The answer was cut: the model reached its token limit.",
+    "content_filter": "The answer was stopped by the model server's content filter.",
+}
+
+
+async def run_agent(
+    run_input: RunAgentInput,
+    body: dict[str, Any],
+    upstream: UpstreamClient,
+    options: TranslateOptions,
+) -> AsyncIterator[Sequence[BaseEvent]]:
+    """Yield the run's events, batched per upstream chunk (one SSE write each)."""
+    yield [
+        RunStartedEvent(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            protocol_version=PROTOCOL_VERSION,
+        )
+    ]
+    translator = ChatStreamTranslator(options)
+    error: BridgeError | None = None
+    try:
+        # aclosing: a client that goes away cancels us here, and the upstream request is closed
+        # at once instead of whenever the generator is collected.
+        async with aclosing(upstream.stream_chat(body)) as chunks:
+            async for chunk in chunks:
+                events = translator.feed(chunk)
+                if events:
+                    yield events
+    except BridgeError as exc:
+        error = exc
+    tail = translator.close()
+    outcome = translator.outcome
+    if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:
+        error = None  # cut after the answer was complete: only the usage chunk can be missing
+    error = error or outcome.error
+    if error is not None:
+        tail.append(RunErrorEvent(message=error.message, code=error.code))
+    else:
+        tail.append(_finished(run_input, outcome))
+    yield tail
+
+
+def _finished(run_input: RunAgentInput, outcome: TurnOutcome) -> RunFinishedEvent:
+    result: dict[str, Any] | None = None
+    if outcome.finish_reason:
+        result = {"finishReason": outcome.finish_reason}
+        if outcome.finish_reason in CUT_MESSAGES:
+            result["truncated"] = True
+            result["message"] = CUT_MESSAGES[outcome.finish_reason]
+    return RunFinishedEvent(
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        result=result,
+        usage=[outcome.usage] if outcome.usage is not None else None,
+        # Every tool the bridge hands the model is the frontend's: all calls are left to it.
+        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=list(outcome.tool_call_ids))
+        if outcome.tool_call_ids
+        else None,
+    )

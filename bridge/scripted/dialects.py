@@ -1,0 +1,224 @@
+"""One script, laid out on the wire the way each kind of server lays it out.
+
+Pure: a script becomes a list of deltas (one generated token each), cut at ``max_tokens``, then
+either streamed chunks or one whole ``chat.completion`` body accumulated from those same deltas, so
+the two paths cannot disagree.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.scripted.script import Script, ScriptedToolCall
+
+REASONING_CONTENT = "scripted-reasoning-content"
+REASONING = "scripted-reasoning"
+THINK_TAGS = "scripted-think-tags"
+THINK_NO_OPEN = "scripted-think-no-open"
+DEEPSEEK_LEGACY = "scripted-deepseek-legacy"
+OPENROUTER = "scripted-openrouter"
+PLAIN = "scripted-plain"
+
+SCRIPTED_MODELS: tuple[str, ...] = (
+    REASONING_CONTENT,
+    REASONING,
+    THINK_TAGS,
+    THINK_NO_OPEN,
+    DEEPSEEK_LEGACY,
+    OPENROUTER,
+    PLAIN,
+)
+DEFAULT_SCRIPTED_MODEL = REASONING_CONTENT
+SYSTEM_FINGERPRINT = "scripted-1"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One delta the model streams, and whether it is part of the reasoning."""
+
+    delta: dict[str, Any]
+    reasoning: bool = False
+    tokens: int = 1  # OpenRouter's closing signature detail is metadata, not a generated token
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What the model generated for one request in one dialect, cut at ``max_tokens``."""
+
+    deltas: tuple[dict[str, Any], ...]
+    finish_reason: str
+    completion_tokens: int
+    reasoning_tokens: int
+    prompt_tokens: int
+
+    def usage(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+        }
+
+
+def generate(
+    script: Script, model: str, *, max_tokens: int | None = None, prompt_tokens: int = 0
+) -> Generation:
+    """Lay ``script`` out in ``model``'s dialect and stop after ``max_tokens`` generated tokens."""
+    if model not in SCRIPTED_MODELS:
+        raise ValueError(f"unknown scripted model {model!r}")
+    steps = [
+        *_reasoning_steps(script.reasoning, model),
+        *(Step({"content": token}) for token in script.answer),
+        *_tool_call_steps(script.tool_calls),
+    ]
+    deltas: list[dict[str, Any]] = []
+    generated = reasoning = 0
+    finish_reason = script.finish_reason
+    for step in steps:
+        if max_tokens is not None and generated + step.tokens > max_tokens:
+            finish_reason = "length"
+            break
+        deltas.append(step.delta)
+        generated += step.tokens
+        reasoning += step.tokens if step.reasoning else 0
+    return Generation(tuple(deltas), finish_reason, generated, reasoning, prompt_tokens)
+
+
+def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
+    if not tokens or model == PLAIN:
+        return []
+    if model == REASONING_CONTENT:
+        return [Step({"reasoning_content": token}, True) for token in tokens]
+    if model == REASONING:
+        return [Step({"reasoning": token}, True) for token in tokens]
+    if model == OPENROUTER:
+        # OpenRouter repeats each piece in `reasoning_details` and closes with a signed, empty one.
+        steps = [
+            Step({"reasoning": token, "reasoning_details": [_detail(token)]}, True)
+            for token in tokens
+        ]
+        signature = base64.b64encode(hashlib.sha256("".join(tokens).encode()).digest()).decode()
+        closing = {"reasoning_details": [_detail("", signature=signature)]}
+        return [*steps, Step(closing, True, tokens=0)]
+    opening = ["<think>", "\n"] if model in (THINK_TAGS, DEEPSEEK_LEGACY) else []
+    closing_tags = ["\n", "</think>", "\n\n"]
+    if model == DEEPSEEK_LEGACY:
+        # llama.cpp deepseek-legacy: the raw text (tags included) in `content`, and the reasoning
+        # alone in `reasoning_content` of the same chunks.
+        both = [Step({"reasoning_content": t, "content": t}, True) for t in tokens]
+        return [*_content_steps(opening), *both, *_content_steps(closing_tags)]
+    return _content_steps([*opening, *tokens, *closing_tags])  # THINK_TAGS, THINK_NO_OPEN
+
+
+def _content_steps(tokens: Sequence[str]) -> list[Step]:
+    return [Step({"content": token}, True) for token in tokens]
+
+
+def _detail(text: str, *, signature: str | None = None) -> dict[str, Any]:
+    detail: dict[str, Any] = {"type": "reasoning.text", "text": text}
+    if signature is not None:
+        detail["signature"] = signature
+    return {**detail, "format": "unknown", "index": 0}
+
+
+def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
+    """Argument fragments of parallel calls interleaved (a, b, a, b, …): state is per index."""
+    steps: list[Step] = []
+    for position in range(max((len(call.fragments) for call in calls), default=0)):
+        for index, call in enumerate(calls):
+            if position >= len(call.fragments):
+                continue
+            fragment = call.fragments[position]
+            if position == 0:
+                first = {
+                    "index": index,
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": fragment},
+                }
+                steps.append(Step({"tool_calls": [first]}))
+            else:
+                piece = {"index": index, "function": {"arguments": fragment}}
+                steps.append(Step({"tool_calls": [piece]}))
+    return steps
+
+
+# --- the wire ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The fields every chunk or completion of one response shares."""
+
+    id: str
+    created: int
+    model: str
+
+    def wrap(self, obj: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            **fields,
+        }
+
+
+def stream_chunks(
+    generation: Generation, envelope: Envelope, *, include_usage: bool = False
+) -> Iterator[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects of a streamed response (``[DONE]`` not included)."""
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        return envelope.wrap("chat.completion.chunk", choices=[choice])
+
+    yield chunk({"role": "assistant", "content": None})
+    for delta in generation.deltas:
+        yield chunk(delta)
+    yield chunk({}, generation.finish_reason)
+    if include_usage:
+        yield envelope.wrap("chat.completion.chunk", choices=[], usage=generation.usage())
+
+
+def completion_body(generation: Generation, envelope: Envelope) -> dict[str, Any]:
+    """The ``chat.completion`` object of a whole response: the streamed deltas, accumulated."""
+    choice = {
+        "index": 0,
+        "message": accumulate(generation.deltas),
+        "finish_reason": generation.finish_reason,
+    }
+    return envelope.wrap("chat.completion", choices=[choice], usage=generation.usage())
+
+
+def accumulate(deltas: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One assistant message from streamed deltas: texts joined, details and calls by index."""
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    details: dict[int, dict[str, Any]] = {}
+    calls: dict[int, dict[str, Any]] = {}
+    for delta in deltas:
+        for key in ("content", "reasoning_content", "reasoning"):
+            if key in delta:
+                message[key] = (message.get(key) or "") + delta[key]
+        for detail in delta.get("reasoning_details", ()):
+            merged = details.setdefault(detail["index"], {**detail, "text": ""})
+            merged["text"] += detail.get("text", "")
+            merged.update({k: v for k, v in detail.items() if k not in ("text", "index")})
+        for piece in delta.get("tool_calls", ()):
+            call = calls.setdefault(
+                piece["index"], {"id": "", "type": "function", "function": {"name": ""}}
+            )
+            call["id"] = piece.get("id", call["id"])
+            function = call["function"]
+            function["name"] += piece["function"].get("name", "")
+            function["arguments"] = function.get("arguments", "") + piece["function"]["arguments"]
+    if details:
+        message["reasoning_details"] = [details[i] for i in sorted(details)]
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message

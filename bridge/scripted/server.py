@@ -1,0 +1,133 @@
+"""The scripted model behind a real OpenAI-compatible HTTP API (a Starlette app).
+
+Thin: it validates the request, asks ``script.py`` what to say and ``dialects.py`` how to lay it
+out, and writes chunks as llama.cpp does (``data: {json}\\n\\n`` frames, then ``data: [DONE]``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from bridge.scripted.dialects import (
+    DEFAULT_SCRIPTED_MODEL,
+    SCRIPTED_MODELS,
+    Envelope,
+    completion_body,
+    generate,
+    stream_chunks,
+)
+from bridge.scripted.script import count_prompt_tokens, write_script
+
+PACE_HEADER = "x-scripted-pace"
+_STARTED = int(time.time())
+
+
+def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
+    """A deterministic "reasoning model" server: ``POST /v1/chat/completions``, ``GET /v1/models``.
+
+    ``pace`` is the pause in seconds between streamed chunks; a request may set its own with the
+    header ``x-scripted-pace``.
+    Every request body received is appended to ``app.state.requests``.
+    """
+    if not (math.isfinite(pace) and pace >= 0):
+        raise ValueError(f"pace must be >= 0 seconds, got {pace}")
+
+    async def chat_completions(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return _error(400, "the request body is not valid JSON")
+        requests.append(body)
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error(400, "Expected 'messages' to be an array")
+        model = body.get("model") or DEFAULT_SCRIPTED_MODEL
+        if model not in SCRIPTED_MODELS:
+            return _error(404, f"model '{model}' not found", code="model_not_found")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+            return _error(400, "'max_tokens' must be a positive integer")
+        try:
+            request_pace = float(request.headers.get(PACE_HEADER, pace))
+        except ValueError:
+            request_pace = math.nan
+        if not (math.isfinite(request_pace) and request_pace >= 0):
+            return _error(400, f"'{PACE_HEADER}' must be a number of seconds >= 0")
+
+        generation = generate(
+            write_script(body),
+            model,
+            max_tokens=max_tokens,
+            prompt_tokens=count_prompt_tokens(body["messages"]),
+        )
+        envelope = Envelope(f"chatcmpl-{secrets.token_hex(16)}", int(time.time()), model)
+        if not body.get("stream"):
+            return JSONResponse(completion_body(generation, envelope))
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        frames = [
+            _frame(chunk)
+            for chunk in stream_chunks(generation, envelope, include_usage=include_usage)
+        ]
+        return StreamingResponse(
+            _paced([*frames, b"data: [DONE]\n\n"], request_pace),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def models(request: Request) -> Response:
+        entries = [
+            {"id": name, "object": "model", "created": _STARTED, "owned_by": "agui-bridge"}
+            for name in SCRIPTED_MODELS
+        ]
+        return JSONResponse({"object": "list", "data": entries})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ]
+    )
+    requests: list[Any] = []
+    app.state.requests = requests
+    return app
+
+
+async def serve_scripted_upstream(host: str, port: int, pace: float) -> None:
+    """Run the scripted upstream with uvicorn until it is stopped."""
+    config = uvicorn.Config(create_scripted_upstream(pace=pace), host=host, port=port)
+    await uvicorn.Server(config).serve()
+
+
+def _frame(chunk: dict[str, Any]) -> bytes:
+    payload = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
+    return f"data: {payload}\n\n".encode()
+
+
+async def _paced(frames: list[bytes], pace: float) -> AsyncIterator[bytes]:
+    for number, frame in enumerate(frames):
+        if pace and number:
+            await anyio.sleep(pace)
+        yield frame
+
+
+def _error(status: int, message: str, *, code: str | None = None) -> JSONResponse:
+    error: dict[str, Any] = {"message": message, "type": "invalid_request_error"}
+    if code is not None:
+        error["code"] = code
+    return JSONResponse({"error": error}, status_code=status)

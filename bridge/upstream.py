@@ -1,0 +1,191 @@
+"""The upstream client: one pooled ``httpx.AsyncClient``, SSE read with httpx-sse.
+
+Every httpx failure is translated here, once, into the bridge's error hierarchy.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource
+
+from bridge.config import BridgeConfig
+from bridge.errors import (
+    BridgeError,
+    UpstreamConnectionError,
+    UpstreamHTTPError,
+    UpstreamProtocolError,
+    UpstreamTimeoutError,
+    UpstreamTruncatedError,
+)
+from bridge.sse import chunk_from_sse
+
+# An error body is read for its message only; a server sending megabytes of HTML is cut off.
+_MAX_ERROR_BODY = 64 * 1024
+
+
+class UpstreamClient:
+    """Talks to one OpenAI-compatible server for the whole app (connections are pooled)."""
+
+    def __init__(self, config: BridgeConfig, *, transport: httpx.AsyncBaseTransport | None = None):
+        self._config = config
+        self._origin = httpx.URL(config.upstream_url)
+        headers = {"Accept": "text/event-stream, application/json"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(
+                connect=config.connect_timeout,
+                read=config.idle_timeout,
+                write=config.idle_timeout,
+                pool=config.connect_timeout,
+            ),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            transport=transport,
+            trust_env=False,
+        )
+        self._props: dict[str, Any] | None = None
+        self._props_read = False
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    @property
+    def _where(self) -> str:
+        default_port = 443 if self._origin.scheme == "https" else 80
+        return f"{self._origin.host}:{self._origin.port or default_port}"
+
+    async def stream_chat(self, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | str, None]:
+        """POST a chat completion and yield its chunks (dicts and ``DONE``) as they arrive.
+
+        A server that answers the streaming request with one JSON body (some do when tools are
+        given) yields that body: the translator reads a whole ``chat.completion`` like a chunk.
+        """
+        url = f"{self._config.upstream_url}/chat/completions"
+        try:
+            async with self._client.stream("POST", url, json=body) as response:
+                if response.status_code >= 400:
+                    error = await self._http_error(response)
+                    if "stream_options" in body and "stream_options" in error.message:
+                        retry = {
+                            key: value for key, value in body.items() if key != "stream_options"
+                        }
+                        await response.aclose()
+                        async for chunk in self.stream_chat(retry):
+                            yield chunk
+                        return
+                    raise error
+                content_type = response.headers.get("content-type", "")
+                if "text/event-stream" in content_type:
+                    async for event in EventSource(response).aiter_sse():
+                        item = chunk_from_sse(event)
+                        if item is not None:
+                            yield item
+                elif "json" in content_type:
+                    yield _json_object(await response.aread())
+                else:
+                    raise UpstreamProtocolError(
+                        f"the upstream answered with {content_type or 'no content type'!r}, "
+                        "not an event stream"
+                    )
+        except BridgeError:
+            raise
+        except httpx.HTTPError as exc:
+            raise self._translate(exc) from exc
+
+    async def llama_cpp_props(self) -> dict[str, Any] | None:
+        """llama.cpp's ``GET /props`` (read once and cached), or ``None`` for other servers."""
+        if not self._props_read:
+            self._props_read = True
+            origin = self._config.upstream_url.removesuffix("/v1")
+            try:
+                response = await self._client.get(f"{origin}/props", timeout=5.0)
+                data = response.json() if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                data = None
+            self._props = data if isinstance(data, dict) else None
+        return self._props
+
+    async def _http_error(self, response: httpx.Response) -> UpstreamHTTPError:
+        raw = b""
+        async for piece in response.aiter_bytes():
+            raw += piece
+            if len(raw) >= _MAX_ERROR_BODY:
+                break
+        body = raw[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+        message = _error_message(body) or (
+            f"the upstream answered HTTP {response.status_code} {response.reason_phrase}".strip()
+        )
+        return UpstreamHTTPError(
+            response.status_code,
+            message,
+            body=body,
+            retry_after=_retry_after(response.headers.get("retry-after")),
+        )
+
+    def _translate(self, exc: httpx.HTTPError) -> BridgeError:
+        if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return UpstreamTimeoutError(
+                f"could not connect to the upstream at {self._where} within "
+                f"{self._config.connect_timeout:g} s"
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            return UpstreamTimeoutError(
+                f"the upstream at {self._where} sent nothing for {self._config.idle_timeout:g} s"
+            )
+        if isinstance(exc, httpx.ConnectError):
+            return UpstreamConnectionError(f"could not connect to the upstream at {self._where}")
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+            return UpstreamTruncatedError(
+                f"the upstream at {self._where} closed the connection mid-answer"
+            )
+        return UpstreamConnectionError(f"the connection to the upstream at {self._where} failed")
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise UpstreamProtocolError("the upstream answered with JSON that does not parse") from exc
+    if not isinstance(data, dict):
+        raise UpstreamProtocolError("the upstream answered with JSON that is not an object")
+    return data
+
+
+def _error_message(body: str) -> str | None:
+    """The upstream's own words: ``{"error": {"message"}}``, ``{"error": "…"}``, ``{"detail"}``."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error", data)
+    if isinstance(error, str) and error:
+        return error
+    if isinstance(error, dict):
+        for key in ("message", "detail", "msg"):
+            value = error.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

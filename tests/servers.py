@@ -1,0 +1,82 @@
+"""Real servers for end-to-end tests: uvicorn on 127.0.0.1, a free port, stopped in ``finally``."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+
+from bridge.app import create_app
+from bridge.config import BridgeConfig
+from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.translate import TranslateOptions
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(app: Any, *, port: int | None = None) -> Iterator[str]:
+    """Run an ASGI app with a real uvicorn server in a thread; yield its base URL."""
+    port = port or free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="auto")
+    )
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start on port {port}")
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@dataclass
+class Stack:
+    """A scripted upstream and a bridge in front of it, both real servers."""
+
+    upstream_url: str
+    bridge_url: str
+    upstream_app: Starlette
+    config: BridgeConfig
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def upstream_requests(self) -> list[dict[str, Any]]:
+        requests: list[dict[str, Any]] = self.upstream_app.state.requests
+        return requests
+
+
+def scripted_config(upstream_url: str, **overrides: Any) -> BridgeConfig:
+    base = BridgeConfig(
+        upstream_url=f"{upstream_url}/v1",
+        model=DEFAULT_SCRIPTED_MODEL,
+        models=SCRIPTED_MODELS,
+        translate_overrides={"scripted-think-no-open": TranslateOptions(starts_in_reasoning=True)},
+        idle_timeout=30,
+    )
+    return replace(base, **overrides)
+
+
+@contextmanager
+def scripted_stack(**overrides: Any) -> Iterator[Stack]:
+    upstream_app = create_scripted_upstream()
+    with serve(upstream_app) as upstream_url:
+        config = scripted_config(upstream_url, **overrides)
+        with serve(create_app(config)) as bridge_url:
+            yield Stack(upstream_url, bridge_url, upstream_app, config)

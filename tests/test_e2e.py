@@ -1,0 +1,340 @@
+"""End to end over real HTTP: a uvicorn bridge in front of the uvicorn scripted upstream."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from agui_rules import check_frames, parse_body
+from bridge.app import create_app, mount
+from bridge.scripted import SCRIPTED_MODELS
+from servers import Stack, scripted_config, scripted_stack, serve
+
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+    {
+        "name": "change_background",
+        "description": "Change the page background",
+        "parameters": {
+            "type": "object",
+            "properties": {"color": {"type": "string"}},
+            "required": ["color"],
+        },
+    },
+]
+ASK_TOOLS = "What's the weather in Paris? And make the background lightblue."
+REASONING_MODELS = [m for m in SCRIPTED_MODELS if m != "scripted-plain"]
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    with scripted_stack() as running:
+        yield running
+
+
+def run_input(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    body = {
+        "threadId": "thread-1",
+        "runId": f"run-{time.monotonic_ns()}",
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+    body.update(extra)
+    return body
+
+
+def post(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    response = httpx.post(url, json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return check_frames(parse_body(response.text))
+
+
+def joined(frames: list[dict[str, Any]], kind: str) -> str:
+    return "".join(f["delta"] for f in frames if f["type"] == kind)
+
+
+def messages_from(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What @ag-ui/client would hold after these frames: reasoning and assistant messages."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in frames:
+        kind = f["type"]
+        if kind == "REASONING_MESSAGE_START":
+            out[f["messageId"]] = {"id": f["messageId"], "role": "reasoning", "content": ""}
+        elif kind == "REASONING_MESSAGE_CONTENT":
+            out[f["messageId"]]["content"] += f["delta"]
+        elif kind == "TEXT_MESSAGE_START":
+            out.setdefault(
+                f["messageId"], {"id": f["messageId"], "role": "assistant", "content": ""}
+            )
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            out[f["messageId"]]["content"] += f["delta"]
+        elif kind == "TOOL_CALL_START":
+            message = out.setdefault(
+                f["parentMessageId"], {"id": f["parentMessageId"], "role": "assistant"}
+            )
+            message.setdefault("toolCalls", []).append(
+                {
+                    "id": f["toolCallId"],
+                    "type": "function",
+                    "function": {"name": f["toolCallName"], "arguments": ""},
+                }
+            )
+        elif kind == "TOOL_CALL_ARGS":
+            for message in out.values():
+                for call in message.get("toolCalls", []):
+                    if call["id"] == f["toolCallId"]:
+                        call["function"]["arguments"] += f["delta"]
+    return list(out.values())
+
+
+def test_health_and_capabilities(stack: Stack) -> None:
+    assert httpx.get(f"{stack.bridge_url}/health").json() == {"status": "ok"}
+    caps = httpx.get(f"{stack.bridge_url}/capabilities").json()
+    assert caps["reasoning"] == {"supported": True, "streaming": True, "encrypted": True}
+    assert caps["tools"]["clientProvided"] is True
+    assert caps["tools"]["parallelCalls"] is True
+    assert caps["transport"]["streaming"] is True
+    assert caps["custom"]["models"] == list(SCRIPTED_MODELS)
+
+
+@pytest.mark.parametrize("model", SCRIPTED_MODELS)
+def test_plain_answer_in_every_dialect(stack: Stack, model: str) -> None:
+    frames = post(
+        f"{stack.bridge_url}/",
+        run_input(
+            [{"id": "u1", "role": "user", "content": "Hello there"}],
+            forwardedProps={"model": model},
+        ),
+    )
+    assert frames[0]["type"] == "RUN_STARTED"
+    assert frames[0]["protocolVersion"] == "1.0"
+    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert frames[-1]["result"] == {"finishReason": "stop"}
+    text = joined(frames, "TEXT_MESSAGE_CONTENT")
+    reasoning = joined(frames, "REASONING_MESSAGE_CONTENT")
+    assert text.strip()
+    assert "<think>" not in text + reasoning and "</think>" not in text + reasoning
+    if model == "scripted-plain":
+        assert reasoning == ""
+    else:
+        assert "Hello there" in reasoning
+    usage = frames[-1]["usage"][0]
+    assert (
+        usage["outputTokens"] > 0
+        and usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+    )
+
+
+@pytest.mark.parametrize("model", SCRIPTED_MODELS)
+def test_frontend_tool_round_trip(stack: Stack, model: str) -> None:
+    url = f"{stack.bridge_url}/"
+    history: list[dict[str, Any]] = [{"id": "u1", "role": "user", "content": ASK_TOOLS}]
+    first = post(url, run_input(history, tools=TOOLS, forwardedProps={"model": model}))
+    finished = first[-1]
+    assert finished["type"] == "RUN_FINISHED"
+    pending = finished["outcome"]["pendingToolCallIds"]
+    assert len(pending) == 2
+    produced = messages_from(first)
+    assistants = [m for m in produced if m["role"] == "assistant"]
+    assert len(assistants) == 1  # both parallel calls in one assistant message
+    calls = assistants[0]["toolCalls"]
+    assert [c["id"] for c in calls] == pending
+    args = {c["function"]["name"]: c["function"]["arguments"] for c in calls}
+    assert json.loads(args["get_weather"]) == {"city": "Paris"}
+    assert json.loads(args["change_background"]) == {"color": "lightblue"}
+    assert any(m["role"] == "reasoning" for m in produced) == (model != "scripted-plain")
+
+    # Run 2: the client sends everything back, with the tool results.
+    results = [
+        {"id": f"t{i}", "role": "tool", "toolCallId": c["id"], "content": f"result {i}: 18°C sunny"}
+        for i, c in enumerate(calls)
+    ]
+    history = [*history, *produced, *results]
+    seen = len(stack.upstream_requests)
+    second = post(url, run_input(history, tools=TOOLS, forwardedProps={"model": model}))
+    assert second[-1]["type"] == "RUN_FINISHED"
+    assert "outcome" not in second[-1]
+    assert "18°C sunny" in joined(second, "TEXT_MESSAGE_CONTENT")
+
+    sent = stack.upstream_requests[seen]["messages"]
+    sent_assistants = [m for m in sent if m["role"] == "assistant"]
+    assert len(sent_assistants) == 1
+    sent_calls = sent_assistants[0]["tool_calls"]
+    assert [c["function"]["arguments"] for c in sent_calls] == [
+        c["function"]["arguments"] for c in calls
+    ]  # byte for byte
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == pending
+    reasoning = "\n\n".join(m["content"] for m in produced if m["role"] == "reasoning")
+    if model == "scripted-plain":
+        assert "reasoning_content" not in sent_assistants[0]
+    else:  # current turn (after the last user message): reasoning goes back as the field
+        assert sent_assistants[0]["reasoning_content"] == reasoning
+
+
+def test_earlier_turns_reasoning_is_not_sent_back(stack: Stack) -> None:
+    history = [
+        {"id": "u1", "role": "user", "content": "Hi"},
+        {"id": "r1", "role": "reasoning", "content": "old thoughts"},
+        {"id": "a1", "role": "assistant", "content": "Hello!"},
+        {"id": "u2", "role": "user", "content": "And now?"},
+    ]
+    seen = len(stack.upstream_requests)
+    post(f"{stack.bridge_url}/", run_input(history))
+    sent = stack.upstream_requests[seen]["messages"]
+    assert sent[1] == {"role": "assistant", "content": "Hello!"}
+
+
+def test_length_finishes_and_says_the_answer_was_cut(stack: Stack) -> None:
+    frames = post(
+        f"{stack.bridge_url}/",
+        run_input([{"id": "u", "role": "user", "content": "Hi"}], forwardedProps={"max_tokens": 3}),
+    )
+    result = frames[-1]["result"]
+    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert result["finishReason"] == "length"
+    assert result["truncated"] is True
+    assert "cut" in result["message"]
+
+
+def test_forwarded_props_only_allow_listed(stack: Stack) -> None:
+    seen = len(stack.upstream_requests)
+    props = {
+        "temperature": 0.2,
+        "seed": 7,
+        "url": "http://evil.example/v1",
+        "headers": {"Authorization": "x"},
+        "stream": False,
+        "messages": [],
+    }
+    post(
+        f"{stack.bridge_url}/",
+        run_input([{"id": "u", "role": "user", "content": "Hi"}], forwardedProps=props),
+    )
+    sent = stack.upstream_requests[seen]
+    assert sent["temperature"] == 0.2
+    assert sent["seed"] == 7
+    assert sent["stream"] is True
+    assert sent["messages"] == [{"role": "user", "content": "Hi"}]
+    assert "url" not in sent and "headers" not in sent
+
+
+def test_model_outside_the_configured_ones_is_refused(stack: Stack) -> None:
+    response = httpx.post(
+        f"{stack.bridge_url}/",
+        json=run_input(
+            [{"id": "u", "role": "user", "content": "Hi"}], forwardedProps={"model": "gpt-9"}
+        ),
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_input"
+    assert "gpt-9" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [("{nope", 400), ('{"threadId": 1}', 422), ('{"threadId":"t","runId":"r","messages":[{"id":"x","role":"wizard","content":"a"}]}', 422)],
+    ids=["bad-json", "schema", "unknown-role"],
+)  # fmt: skip
+def test_bad_input_is_a_4xx_json_error(stack: Stack, body: str, status: int) -> None:
+    response = httpx.post(
+        f"{stack.bridge_url}/", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert "Traceback" not in error["message"]
+
+
+def test_upstream_http_error_becomes_run_error_with_its_message(stack: Stack) -> None:
+    # A model the bridge allows but the upstream does not know: the upstream answers 404.
+    config = scripted_config(stack.upstream_url, model="no-such-model")
+    with serve(create_app(config)) as url:
+        frames = post(f"{url}/", run_input([{"id": "u", "role": "user", "content": "Hi"}]))
+    assert [f["type"] for f in frames] == ["RUN_STARTED", "RUN_ERROR"]
+    assert frames[-1]["code"] == "upstream_http_404"
+    assert frames[-1]["message"] == "model 'no-such-model' not found"
+
+
+def test_unreachable_upstream(stack: Stack) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: connection refused
+        config = scripted_config(f"http://127.0.0.1:{port}")
+        with serve(create_app(config)) as url:
+            frames = post(f"{url}/", run_input([{"id": "u", "role": "user", "content": "Hi"}]))
+    assert frames[-1]["type"] == "RUN_ERROR"
+    assert frames[-1]["code"] == "upstream_unreachable"
+    assert f"127.0.0.1:{port}" in frames[-1]["message"]
+
+
+def test_run_started_comes_before_the_upstream_answers() -> None:
+    # An upstream that accepts the connection and never answers.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        config = scripted_config(f"http://127.0.0.1:{listener.getsockname()[1]}", idle_timeout=1.0)
+        with serve(create_app(config)) as url:
+            body = run_input([{"id": "u", "role": "user", "content": "Hi"}])
+            with httpx.stream("POST", f"{url}/", json=body, timeout=10) as response:
+                lines = response.iter_lines()
+                first = next(line for line in lines if line)
+                assert json.loads(first.removeprefix("data: "))["type"] == "RUN_STARTED"
+                rest = "\n".join(lines)
+        assert '"code":"upstream_timeout"' in rest
+    finally:
+        stop.set()
+        thread.join()
+        for conn in accepted:
+            conn.close()
+        listener.close()
+
+
+@pytest.mark.parametrize("style", ["mount-helper", "plain-mount"])
+def test_mounted_under_a_parent_app(stack: Stack, style: str) -> None:
+    agent = create_app(stack.config)
+    routes = mount("/agent", agent) if style == "mount-helper" else [Mount("/agent", app=agent)]
+    parent = Starlette(routes=routes, lifespan=agent.router.lifespan_context)
+    with serve(parent) as url:
+        paths = ["/agent", "/agent/"] if style == "mount-helper" else ["/agent/"]
+        for path in paths:
+            frames = post(url + path, run_input([{"id": "u", "role": "user", "content": "Hi"}]))
+            assert frames[-1]["type"] == "RUN_FINISHED"
+        assert httpx.get(f"{url}/agent/health").json() == {"status": "ok"}
+        if style == "plain-mount":  # a bare Mount redirects POST /agent to /agent/ (307)
+            response = httpx.post(f"{url}/agent", json={}, follow_redirects=False)
+            assert response.status_code == 307
