@@ -60,6 +60,13 @@ def resolve_reasoning_tags(spec: Iterable[str | Sequence[str]]) -> tuple[TagPair
         pairs.append(pair)
     if not pairs:
         raise ValueError("at least one reasoning tag pair is needed")
+    # A marker inside another would make the split depend on where the chunks are cut: a
+    # complete short tag at a chunk's end might still have grown into the long one.
+    markers = {tag for pair in pairs for tag in pair}
+    for short in markers:
+        for long in markers:
+            if short != long and short in long:
+                raise ValueError(f"reasoning tag {long!r} contains the tag {short!r}")
     return tuple(dict.fromkeys(pairs))
 
 
