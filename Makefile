@@ -6,7 +6,13 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup test lint typecheck pytest demo bench clean
 
-setup: $(STAMP)
+NODE_TESTS := tests/node/node_modules/.installed
+
+setup: $(STAMP) $(NODE_TESTS)
+
+$(NODE_TESTS): tests/node/package.json tests/node/package-lock.json
+	cd tests/node && npm ci --no-audit --no-fund
+	@touch $@
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "agui-bridge needs Python 3.11 or newer")'
@@ -23,7 +29,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # pytest exits 5 when no test ran; make treats that as a failure, as it should.
-pytest: $(STAMP)
+pytest: $(STAMP) $(NODE_TESTS)
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
 test: lint typecheck pytest

@@ -1,0 +1,284 @@
+// The official AG-UI client (@ag-ui/client) against a running bridge, for every model.
+//
+// Driven by tests/test_node_client.py, which starts the servers and sets:
+//   AGUI_BRIDGE_URL  the agent's URL (POST), e.g. http://127.0.0.1:8000/
+//   AGUI_MODELS      comma-separated model names, sent as forwardedProps.model
+//
+// The client checks every stream itself: its verifier throws on an out-of-order event, its
+// schema check throws on a malformed one and warns when it strips a field it does not know.
+// A thrown error fails the run; so does any warning the client logs (see captureConsole).
+// Per model, three runs reach the upstream: the tool call, the answer after the tool results,
+// and a greeting without tools; the Python side counts on that.
+
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { describe, test } from "node:test";
+
+import { HttpAgent } from "@ag-ui/client";
+import { EventType } from "@ag-ui/core";
+
+// In "test" the client freezes what it hands subscribers and rethrows their TypeErrors
+// instead of logging them, so a broken subscriber cannot pass unnoticed.
+process.env.NODE_ENV ??= "test";
+
+const BRIDGE_URL = process.env.AGUI_BRIDGE_URL;
+const MODELS = (process.env.AGUI_MODELS ?? "")
+  .split(",")
+  .map((name) => name.trim())
+  .filter(Boolean);
+if (!BRIDGE_URL || MODELS.length === 0) {
+  throw new Error("set AGUI_BRIDGE_URL (the agent's URL) and AGUI_MODELS (comma-separated)");
+}
+
+const RUN_TIMEOUT_MS = 20_000;
+// The model that streams no reasoning at all.
+const PLAIN_MODEL = "scripted-plain";
+const TOOLS_PROMPT = "What's the weather in Paris and make the background lightblue";
+const TOOLS = [
+  {
+    name: "get_weather",
+    description: "Get the current weather for a city",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+    },
+  },
+  {
+    name: "change_background",
+    description: "Change the page's background color",
+    parameters: {
+      type: "object",
+      properties: { color: { type: "string" } },
+      required: ["color"],
+    },
+  },
+];
+
+/** What the application answers for a call, as the tool message's JSON content. */
+function toolResult(call) {
+  const args = JSON.parse(call.function.arguments);
+  if (call.function.name === "get_weather") {
+    return { city: args.city, temperature: 21, conditions: "sunny" };
+  }
+  return { ok: true, background: args.color };
+}
+
+/**
+ * An agent that keeps, per run, the request body it sent (`agent.sentBodies`) and the SSE text it
+ * received (`agent.wires`), both as they went over the wire.
+ */
+function newAgent(prompt) {
+  const sentBodies = [];
+  const wires = [];
+  const agent = new HttpAgent({
+    url: BRIDGE_URL,
+    threadId: randomUUID(),
+    initialMessages: [{ id: randomUUID(), role: "user", content: prompt }],
+    fetch: async (url, init) => {
+      sentBodies.push(JSON.parse(init.body));
+      const response = await fetch(url, init);
+      const wire = { text: "" };
+      wires.push(wire);
+      if (!response.body) return response;
+      const decoder = new TextDecoder();
+      const recorder = new TransformStream({
+        transform(chunk, controller) {
+          wire.text += decoder.decode(chunk, { stream: true });
+          controller.enqueue(chunk);
+        },
+      });
+      const { status, statusText, headers } = response;
+      return new Response(response.body.pipeThrough(recorder), { status, statusText, headers });
+    },
+  });
+  return Object.assign(agent, { sentBodies, wires });
+}
+
+/** The event types in received SSE text: what the server sent, before the client judged it. */
+function wireTypes(text) {
+  return text
+    .split("\n")
+    .filter((line) => line.startsWith("data:"))
+    .map((line) => {
+      try {
+        return JSON.parse(line.slice(5)).type;
+      } catch {
+        return `(not JSON: ${line.slice(5, 80)})`;
+      }
+    });
+}
+
+/** Calls `console.warn`/`console.error` made while `body` runs, kept instead of printed. */
+async function captureConsole(body) {
+  const logged = [];
+  const { warn, error } = console;
+  const keep =
+    (level) =>
+    (...args) =>
+      logged.push(`${level}: ${args.map((a) => (a instanceof Error ? a.stack : String(a))).join(" ")}`);
+  console.warn = keep("warn");
+  console.error = keep("error");
+  try {
+    return { value: await body(), logged };
+  } finally {
+    console.warn = warn;
+    console.error = error;
+  }
+}
+
+/**
+ * One run through the client, with everything the subscriber saw. Fails if the client throws
+ * (a protocol violation), logs a warning, the run takes longer than RUN_TIMEOUT_MS, or the
+ * stream carries RUN_ERROR.
+ */
+async function run(agent, params) {
+  const seen = { events: [], runErrors: [], finished: [], failures: [] };
+  const subscriber = {
+    onEvent: ({ event }) => {
+      seen.events.push(event);
+    },
+    onRunErrorEvent: ({ event }) => {
+      seen.runErrors.push(event);
+    },
+    onRunFinishedEvent: (finished) => {
+      seen.finished.push(finished);
+    },
+    onRunFailed: ({ error }) => {
+      seen.failures.push(error);
+    },
+  };
+  const wire = () => wireTypes(agent.wires.at(-1)?.text ?? "").join(", ") || "(nothing)";
+  const abortController = new AbortController();
+  let timedOut = false;
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      timedOut = true;
+      abortController.abort();
+      reject(new Error(`no RUN_FINISHED or RUN_ERROR within ${RUN_TIMEOUT_MS} ms`));
+    }, RUN_TIMEOUT_MS);
+  });
+  let captured;
+  try {
+    captured = await captureConsole(() =>
+      Promise.race([agent.runAgent({ ...params, abortController }, subscriber), timeout]),
+    );
+  } catch (error) {
+    const reason = timedOut ? error.message : `the client rejected the stream: ${error.message}`;
+    throw new Error(`${reason}\nevents on the wire: ${wire()}`, { cause: error });
+  } finally {
+    clearTimeout(timer);
+  }
+  assert.deepEqual(captured.logged, [], `the client complained; events on the wire: ${wire()}`);
+  assert.deepEqual(seen.failures, [], "onRunFailed was called");
+  const errors = seen.runErrors.map((event) => `${event.code ?? "(no code)"}: ${event.message}`);
+  assert.deepEqual(errors, [], `the run ended with RUN_ERROR; events on the wire: ${wire()}`);
+  assert.equal(seen.finished.length, 1, `expected one RUN_FINISHED; events on the wire: ${wire()}`);
+  assert.equal(seen.finished[0].outcome, "success");
+  return { ...seen, result: captured.value, types: seen.events.map((event) => event.type) };
+}
+
+function eventsOf(seen, type) {
+  return seen.events.filter((event) => event.type === type);
+}
+
+function assertReasoning(seen, model) {
+  const reasoning = eventsOf(seen, EventType.REASONING_MESSAGE_CONTENT);
+  if (model === PLAIN_MODEL) {
+    assert.equal(reasoning.length, 0, "the plain model streams no reasoning");
+  } else {
+    assert.ok(reasoning.length > 0, `no REASONING_MESSAGE_CONTENT; events: ${seen.types}`);
+  }
+}
+
+for (const model of MODELS) {
+  describe(model, () => {
+    test("tool calls, then the answer from their results", async () => {
+      const agent = newAgent(TOOLS_PROMPT);
+      const params = { tools: TOOLS, forwardedProps: { model } };
+
+      const first = await run(agent, params);
+      assertReasoning(first, model);
+      const started = eventsOf(first, EventType.TOOL_CALL_START);
+      assert.deepEqual(
+        started.map((event) => event.toolCallName).sort(),
+        ["change_background", "get_weather"],
+        "the model calls both tools in parallel",
+      );
+
+      const assistants = agent.messages.filter((message) => message.role === "assistant");
+      assert.equal(assistants.length, 1, "one assistant message holds the turn's tool calls");
+      const calls = assistants[0].toolCalls ?? [];
+      assert.deepEqual(
+        calls.map((call) => call.id),
+        started.map((event) => event.toolCallId),
+      );
+      for (const call of calls) {
+        assert.doesNotThrow(
+          () => JSON.parse(call.function.arguments),
+          `arguments of ${call.function.name} are not JSON: ${call.function.arguments}`,
+        );
+      }
+      assert.deepEqual(
+        first.finished[0].pendingToolCallIds,
+        calls.map((call) => call.id),
+        "RUN_FINISHED names every call as pending",
+      );
+      const reasoningAt = agent.messages.findIndex((message) => message.role === "reasoning");
+      if (model === PLAIN_MODEL) {
+        assert.equal(reasoningAt, -1);
+      } else {
+        assert.ok(reasoningAt >= 0, "the client keeps a reasoning message");
+        assert.ok(agent.messages[reasoningAt].content.length > 0);
+        assert.ok(
+          reasoningAt < agent.messages.indexOf(assistants[0]),
+          "the reasoning message comes before the assistant message it belongs to",
+        );
+      }
+
+      const results = calls.map((call) => ({
+        id: randomUUID(),
+        role: "tool",
+        toolCallId: call.id,
+        content: JSON.stringify(toolResult(call)),
+      }));
+      agent.addMessages(results);
+
+      const second = await run(agent, params);
+      assertReasoning(second, model);
+      assert.deepEqual(eventsOf(second, EventType.TOOL_CALL_START), [], "no further tool calls");
+      assert.deepEqual(second.finished[0].pendingToolCallIds, []);
+      const answer = second.result.newMessages.find((message) => message.role === "assistant");
+      assert.ok(answer, `no assistant message in run 2; events: ${second.types}`);
+      for (const result of results) {
+        assert.ok(
+          answer.content.includes(result.content),
+          `the answer does not quote the tool result ${result.content}:\n${answer.content}`,
+        );
+      }
+
+      assert.equal(agent.sentBodies.length, 2);
+      const sentRoles = agent.sentBodies[1].messages.map((message) => message.role);
+      const expectedRoles =
+        model === PLAIN_MODEL
+          ? ["user", "assistant", "tool", "tool"]
+          : ["user", "reasoning", "assistant", "tool", "tool"];
+      assert.deepEqual(sentRoles, expectedRoles, "what the client sent back in run 2");
+      if (model !== PLAIN_MODEL) {
+        const sentReasoning = agent.sentBodies[1].messages[1];
+        assert.equal(sentReasoning.content, agent.messages[reasoningAt].content);
+      }
+    });
+
+    test("a greeting without tools", async () => {
+      const agent = newAgent("Hello there! How are you today?");
+      const seen = await run(agent, { forwardedProps: { model } });
+      assertReasoning(seen, model);
+      assert.deepEqual(eventsOf(seen, EventType.TOOL_CALL_START), []);
+      const texts = seen.result.newMessages.filter((message) => message.role === "assistant");
+      assert.equal(texts.length, 1, `expected one assistant message; events: ${seen.types}`);
+      assert.ok(texts[0].content.trim().length > 0, "the answer has text");
+    });
+  });
+}

@@ -1,0 +1,122 @@
+"""The official AG-UI client (``@ag-ui/client`` in Node) runs every scripted model through the bridge.
+
+``tests/node/client.test.mjs`` does the runs and the client-side checks; this test starts the
+servers, runs it, and checks what reached the upstream. Node is required, not optional: ``make
+test`` must prove the real client accepts our streams.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.scripted import SCRIPTED_MODELS
+from bridge.scripted.script import write_script
+from servers import scripted_stack
+
+NODE_DIR = Path(__file__).resolve().parent / "node"
+NODE_TEST = "client.test.mjs"
+PLAIN_MODEL = "scripted-plain"
+#: Runs per model in client.test.mjs: tool calls, the answer from their results, a greeting.
+RUNS_PER_MODEL = 3
+
+
+def test_official_client_accepts_every_scripted_model() -> None:
+    node = _require("node")
+    _require_node_modules()
+    with scripted_stack() as stack:
+        env = {
+            **os.environ,
+            "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
+            "AGUI_MODELS": ",".join(SCRIPTED_MODELS),
+        }
+        output = _run(
+            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
+        )
+        requests = list(stack.upstream_requests)
+
+    # The TAP summary, not only the exit code: a file that defines no test also exits 0.
+    if not re.search(r"^# fail 0$", output, re.MULTILINE):
+        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    if not passed or int(passed.group(1)) < 1:
+        pytest.fail(f"node ran no passing test:\n{output}", pytrace=False)
+
+    assert len(requests) == RUNS_PER_MODEL * len(SCRIPTED_MODELS), "one upstream request per run"
+    for model in SCRIPTED_MODELS:
+        _check_tool_loop_requests(model, [r for r in requests if r["model"] == model])
+
+
+def _check_tool_loop_requests(model: str, requests: list[dict[str, Any]]) -> None:
+    """Run 2 sent back one assistant message with both parallel calls, its reasoning and results."""
+    assert len(requests) == RUNS_PER_MODEL, model
+    firsts = [r for r in requests if "tools" in r and not _tool_messages(r)]
+    seconds = [r for r in requests if _tool_messages(r)]
+    assert len(firsts) == len(seconds) == 1, model
+    first, second = firsts[0], seconds[0]
+
+    assistants = [m for m in second["messages"] if m["role"] == "assistant"]
+    assert len(assistants) == 1, f"{model}: the turn's tool calls are split: {assistants}"
+    assistant = assistants[0]
+    calls = assistant["tool_calls"]
+    assert sorted(c["function"]["name"] for c in calls) == ["change_background", "get_weather"]
+    assert [m["tool_call_id"] for m in _tool_messages(second)] == [c["id"] for c in calls]
+    if model == PLAIN_MODEL:
+        assert "reasoning_content" not in assistant
+    else:
+        # The client sent its reasoning message back, and the bridge attached it to the turn's
+        # assistant message: what the scripted model reasoned in run 1. Tag dialects keep the
+        # newline before ``</think>``, as llama.cpp's own parser does (reasoning_tags.py).
+        reasoned = "".join(write_script(first).reasoning)
+        sent = assistant.get("reasoning_content") or ""
+        assert sent.rstrip("\n") == reasoned, f"{model}: run 1's reasoning was not sent back"
+
+
+def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def _require(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        pytest.fail(
+            f"{program} is not on PATH: this test runs the official AG-UI client and needs "
+            "Node.js 20 or newer with npm",
+            pytrace=False,
+        )
+    return path
+
+
+def _require_node_modules() -> None:
+    if (NODE_DIR / "node_modules" / "@ag-ui" / "client" / "package.json").is_file():
+        return
+    npm = _require("npm")
+    _run([npm, "ci", "--no-audit", "--no-fund"], env=None, timeout=300, what="npm ci")
+
+
+def _run(command: list[str], *, env: dict[str, str] | None, timeout: float, what: str) -> str:
+    """Run ``command`` in ``tests/node``; its combined output, or a test failure showing it."""
+    try:
+        done = subprocess.run(
+            command,
+            cwd=NODE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        # Always bytes, whatever ``text`` says.
+        partial = (exc.output or b"").decode(errors="replace")
+        pytest.fail(f"{what} did not finish within {timeout} s:\n{partial}", pytrace=False)
+    if done.returncode != 0:
+        pytest.fail(f"{what} exited with {done.returncode}:\n{done.stdout}", pytrace=False)
+    return done.stdout
