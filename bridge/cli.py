@@ -204,41 +204,32 @@ def _serve(args: argparse.Namespace) -> int:
         api_key=os.environ.get(args.api_key_env) or None,
     )
     port = args.port or _free_port(args.host)
-    app = create_app(config)
-    parent = Starlette(
-        routes=[*mount("/agent", app), Route("/", _index)], lifespan=app.router.lifespan_context
-    )
-    print(
-        f"agui-bridge: agent at POST http://{args.host}:{port}/agent -> {config.upstream_url}",
-        flush=True,
-    )
-    uvicorn.run(parent, host=args.host, port=port, log_level=args.log_level)
-    return 0
+    return _run_agent(args, port, create_app(config), [], f"-> {config.upstream_url}")
 
 
 def _demo(args: argparse.Namespace) -> int:
     port = args.port or _free_port(args.host)
     if _SCRIPTED_OPEN_TAG_MODEL not in args.starts_in_reasoning_model:
         args.starts_in_reasoning_model.append(_SCRIPTED_OPEN_TAG_MODEL)
-    # The bridge reaches the scripted model over real HTTP on loopback, as it would a real one.
+    # The bridge reaches the scripted model over real HTTP, as it would a real one.
     config = _config(
         args,
-        upstream_url=f"http://127.0.0.1:{port}/scripted/v1",
+        upstream_url=f"http://{_display_host(args.host)}:{port}/scripted/v1",
         model=DEFAULT_SCRIPTED_MODEL,
         models=SCRIPTED_MODELS,
         api_key=None,
     )
-    app = create_app(config)
-    routes: list[BaseRoute] = [
-        *mount("/agent", app),
-        Mount("/scripted", app=create_scripted_upstream(pace=args.pace)),
-        Route("/", _index),
-    ]
+    scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
+    return _run_agent(args, port, create_app(config), [scripted], "(demo: the scripted model)")
+
+
+def _run_agent(
+    args: argparse.Namespace, port: int, app: Starlette, extra: list[BaseRoute], note: str
+) -> int:
+    routes: list[BaseRoute] = [*mount("/agent", app), *extra, Route("/", _index)]
     parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
-    print(
-        f"agui-bridge demo: open http://{_display_host(args.host)}:{port}/  (agent at POST /agent)",
-        flush=True,
-    )
+    base = f"http://{_display_host(args.host)}:{port}"
+    print(f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}", flush=True)
     uvicorn.run(parent, host=args.host, port=port, log_level=args.log_level)
     return 0
 
@@ -246,16 +237,12 @@ def _demo(args: argparse.Namespace) -> int:
 def _scripted(args: argparse.Namespace) -> int:
     port = args.port or _free_port(args.host)
     print(
-        f"agui-bridge scripted upstream: http://{args.host}:{port}/v1 "
+        f"agui-bridge scripted upstream: http://{_display_host(args.host)}:{port}/v1 "
         f"(models: {', '.join(SCRIPTED_MODELS)})",
         flush=True,
     )
-    uvicorn.run(
-        create_scripted_upstream(pace=args.pace),
-        host=args.host,
-        port=port,
-        log_level=args.log_level,
-    )
+    app = create_scripted_upstream(pace=args.pace)
+    uvicorn.run(app, host=args.host, port=port, log_level=args.log_level)
     return 0
 
 
