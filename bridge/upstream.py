@@ -48,7 +48,7 @@ class UpstreamClient:
             ),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
             transport=transport,
-            trust_env=False,
+            trust_env=True,  # HTTP(S)_PROXY etc., as the openai SDK honours them
         )
         self._props: dict[str, Any] | None = None
         self._props_read = False
