@@ -8,11 +8,13 @@ import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from bridge.app import create_app, mount
 from bridge.config import BridgeConfig
@@ -22,6 +24,9 @@ from bridge.translate import TranslateOptions
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.
 _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"
+
+#: The built demo page (``make demo`` or ``npm run build`` in web-demo/ writes it).
+WEB_DEMO_DIR = Path(__file__).resolve().parent.parent / "web-demo" / "dist"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="VAR",
         help="environment variable holding the upstream API key, sent as a Bearer token "
         "(default: OPENAI_API_KEY; unset means no key)",
+    )
+    serve.add_argument(
+        "--web-demo",
+        action="store_true",
+        help="also serve the demo page at / (built into web-demo/dist by `make demo`)",
     )
     _add_listen(serve, port=8000)
     _add_translate(serve)
@@ -204,7 +214,8 @@ def _serve(args: argparse.Namespace) -> int:
         api_key=os.environ.get(args.api_key_env) or None,
     )
     port = args.port or _free_port(args.host)
-    return _run_agent(args, port, create_app(config), [], f"-> {config.upstream_url}")
+    page = _web_demo() if args.web_demo else None
+    return _run_agent(args, port, create_app(config), [], f"-> {config.upstream_url}", page)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -220,13 +231,32 @@ def _demo(args: argparse.Namespace) -> int:
         api_key=None,
     )
     scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
-    return _run_agent(args, port, create_app(config), [scripted], "(demo: the scripted model)")
+    return _run_agent(
+        args, port, create_app(config), [scripted], "(the scripted model)", _web_demo()
+    )
+
+
+def _web_demo() -> Mount | None:
+    if not (WEB_DEMO_DIR / "index.html").is_file():
+        print(
+            f"agui-bridge: the demo page is not built ({WEB_DEMO_DIR} is missing), serving a "
+            "plain index instead: run `make demo`, or `npm ci && npm run build` in web-demo/",
+            file=sys.stderr,
+        )
+        return None
+    return Mount("/", app=StaticFiles(directory=WEB_DEMO_DIR, html=True))
 
 
 def _run_agent(
-    args: argparse.Namespace, port: int, app: Starlette, extra: list[BaseRoute], note: str
+    args: argparse.Namespace,
+    port: int,
+    app: Starlette,
+    extra: list[BaseRoute],
+    note: str,
+    page: Mount | None,
 ) -> int:
-    routes: list[BaseRoute] = [*mount("/agent", app), *extra, Route("/", _index)]
+    home: BaseRoute = page if page is not None else Route("/", _index)
+    routes: list[BaseRoute] = [*mount("/agent", app), *extra, home]
     parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
     base = f"http://{_display_host(args.host)}:{port}"
     print(f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}", flush=True)
@@ -250,7 +280,9 @@ async def _index(request: object) -> HTMLResponse:
     return HTMLResponse(
         "<!doctype html><title>agui-bridge</title><h1>agui-bridge</h1>"
         "<p>The AG-UI agent is at <code>POST /agent</code>; capabilities at "
-        "<code>GET /agent/capabilities</code>.</p>"
+        "<code>GET /agent/capabilities</code>.</p><p>The demo page is not built: run "
+        "<code>make demo</code> (or <code>npm ci &amp;&amp; npm run build</code> in "
+        "<code>web-demo/</code>).</p>"
     )
 
 
