@@ -83,6 +83,40 @@ class BridgeConfig:
     include_usage: bool = True
     """Ask for ``stream_options.include_usage`` (retried without it if the server refuses)."""
 
+    retries: int = 2
+    """Retries of a request that failed before the answer began: connection errors, HTTP 429,
+    502, 503, 504. Never once streaming began, so nothing is ever sent twice."""
+
+    retry_backoff: float = 0.5
+    """First retry delay in seconds; doubled each time, with jitter."""
+
+    retry_after_cap: float = 10.0
+    """Longest ``Retry-After`` the bridge waits out; a longer one fails the run at once, saying
+    when to retry (a browser should not hang)."""
+
+    keepalive_interval: float = 15.0
+    """Seconds of silence after which an SSE comment is sent, so proxies keep the connection
+    (prompt processing of a long context can be silent for minutes)."""
+
+    max_line_bytes: int = 4 * 1024 * 1024
+    """Longest upstream SSE line accepted; a longer one is a protocol error, not a memory hog."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    """Largest request body accepted (HTTP 413 beyond); images arrive inline as base64."""
+
+    max_messages: int = 5000
+    """Most messages accepted in one run's history (HTTP 413 beyond)."""
+
+    max_concurrent_runs: int = 512
+    """Runs served at once by this process; more are refused with HTTP 503 and Retry-After."""
+
+    cors_origins: tuple[str, ...] = ()
+    """Browser origins allowed to call the bridge from another origin (CORS is closed by
+    default; ``*`` allows any)."""
+
+    auth_token: str | None = field(default=None, repr=False)
+    """If set, every request must carry ``Authorization: Bearer <token>``."""
+
     def __post_init__(self) -> None:
         url = urlsplit(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.netloc:
@@ -90,8 +124,14 @@ class BridgeConfig:
         object.__setattr__(self, "upstream_url", self.upstream_url.rstrip("/"))
         if not self.model:
             raise ValueError("model must be named")
-        if self.connect_timeout <= 0 or self.idle_timeout <= 0:
-            raise ValueError("timeouts must be positive numbers of seconds")
+        if min(self.connect_timeout, self.idle_timeout, self.keepalive_interval) <= 0:
+            raise ValueError("timeouts and intervals must be positive numbers of seconds")
+        if self.retries < 0 or self.retry_backoff < 0 or self.retry_after_cap < 0:
+            raise ValueError("retries, retry_backoff and retry_after_cap cannot be negative")
+        if min(self.max_line_bytes, self.max_body_bytes, self.max_messages) < 1:
+            raise ValueError("size limits must be at least 1")
+        if self.max_concurrent_runs < 1:
+            raise ValueError("max_concurrent_runs must be at least 1")
         if self.reasoning_history not in ("auto", "field", "tags", "drop"):
             raise ValueError(
                 f"reasoning_history must be auto, field, tags or drop: {self.reasoning_history!r}"

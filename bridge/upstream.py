@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import email.utils
 import json
+import random
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 from httpx_sse import EventSource
 
@@ -27,6 +29,8 @@ from bridge.sse import chunk_from_sse
 
 # An error body is read for its message only; a server sending megabytes of HTML is cut off.
 _MAX_ERROR_BODY = 64 * 1024
+# Failures that say "not now" rather than "no": worth another try before the answer began.
+_RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
 class UpstreamClient:
@@ -67,37 +71,68 @@ class UpstreamClient:
         A server that answers the streaming request with one JSON body (some do when tools are
         given) yields that body: the translator reads a whole ``chat.completion`` like a chunk.
         """
-        url = f"{self._config.upstream_url}/chat/completions"
+        response = await self._open(body)
         try:
-            async with self._client.stream("POST", url, json=body) as response:
-                if response.status_code >= 400:
-                    error = await self._http_error(response)
-                    if "stream_options" in body and "stream_options" in error.message:
-                        retry = {
-                            key: value for key, value in body.items() if key != "stream_options"
-                        }
-                        await response.aclose()
-                        async for chunk in self.stream_chat(retry):
-                            yield chunk
-                        return
-                    raise error
-                content_type = response.headers.get("content-type", "")
-                if "text/event-stream" in content_type:
-                    async for event in EventSource(response).aiter_sse():
-                        item = chunk_from_sse(event)
-                        if item is not None:
-                            yield item
-                elif "json" in content_type:
-                    yield _json_object(await response.aread())
-                else:
-                    raise UpstreamProtocolError(
-                        f"the upstream answered with {content_type or 'no content type'!r}, "
-                        "not an event stream"
-                    )
-        except BridgeError:
-            raise
+            content_type = response.headers.get("content-type", "")
+            if "text/event-stream" in content_type:
+                response.stream = _LineLimit(response.stream, self._config.max_line_bytes)
+                async for event in EventSource(response).aiter_sse():
+                    item = chunk_from_sse(event)
+                    if item is not None:
+                        yield item
+            elif "json" in content_type:
+                yield _json_object(await response.aread())
+            else:
+                raise UpstreamProtocolError(
+                    f"the upstream answered with {content_type or 'no content type'!r}, "
+                    "not an event stream"
+                )
         except httpx.HTTPError as exc:
             raise self._translate(exc) from exc
+        finally:
+            await response.aclose()
+
+    async def _open(self, body: dict[str, Any]) -> httpx.Response:
+        """Send the request, retrying only what failed before the answer began."""
+        url = f"{self._config.upstream_url}/chat/completions"
+        attempt = 0
+        while True:
+            try:
+                response = await self._client.send(
+                    self._client.build_request("POST", url, json=body), stream=True
+                )
+            except httpx.HTTPError as exc:
+                error = self._translate(exc)
+                retryable = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                if not retryable or attempt >= self._config.retries:
+                    raise error from exc
+                await anyio.sleep(self._backoff(attempt))
+                attempt += 1
+                continue
+            if response.status_code < 400:
+                return response
+            try:
+                error = await self._http_error(response)
+            except httpx.HTTPError as exc:
+                raise self._translate(exc) from exc
+            finally:
+                await response.aclose()
+            if "stream_options" in body and "stream_options" in error.message:
+                body = {key: value for key, value in body.items() if key != "stream_options"}
+                continue
+            if error.status not in _RETRY_STATUSES or attempt >= self._config.retries:
+                raise error
+            delay = self._backoff(attempt)
+            if error.retry_after is not None:
+                if error.retry_after > self._config.retry_after_cap:
+                    raise error  # the message already says when to retry
+                delay = max(delay, error.retry_after)
+            await anyio.sleep(delay)
+            attempt += 1
+
+    def _backoff(self, attempt: int) -> float:
+        # Exponential, with jitter so that many runs failing together do not retry together.
+        return float(self._config.retry_backoff * 2**attempt * random.uniform(0.5, 1.5))
 
     async def llama_cpp_props(self) -> dict[str, Any] | None:
         """llama.cpp's ``GET /props`` (read once and cached), or ``None`` for other servers."""
@@ -122,12 +157,10 @@ class UpstreamClient:
         message = _error_message(body) or (
             f"the upstream answered HTTP {response.status_code} {response.reason_phrase}".strip()
         )
-        return UpstreamHTTPError(
-            response.status_code,
-            message,
-            body=body,
-            retry_after=_retry_after(response.headers.get("retry-after")),
-        )
+        retry_after = _retry_after(response.headers.get("retry-after"))
+        if retry_after is not None:
+            message = f"{message} (the upstream asks to retry after {retry_after:.0f} s)"
+        return UpstreamHTTPError(response.status_code, message, body=body, retry_after=retry_after)
 
     def _translate(self, exc: httpx.HTTPError) -> BridgeError:
         if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
@@ -189,3 +222,39 @@ def _retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+class _LineLimit(httpx.AsyncByteStream):
+    """Passes the body through, failing once a line grows past ``limit`` bytes (a server that
+    never sends a newline must not grow our buffers without bound)."""
+
+    def __init__(self, stream: httpx.AsyncByteStream | httpx.SyncByteStream, limit: int) -> None:
+        assert isinstance(stream, httpx.AsyncByteStream)
+        self._stream = stream
+        self._limit = limit
+        self._line = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        limit = self._limit
+        async for piece in self._stream:
+            lines = (
+                piece.replace(b"\r", b"\n").split(b"\n") if b"\r" in piece else piece.split(b"\n")
+            )
+            if len(lines) == 1:
+                self._line += len(piece)
+            else:
+                longest = self._line + len(lines[0])
+                if len(piece) > limit:  # only then can a line inside one piece be too long
+                    longest = max([longest, *map(len, lines[1:-1])])
+                self._line = len(lines[-1])
+                if longest > limit:
+                    self._fail()
+            if self._line > limit:
+                self._fail()
+            yield piece
+
+    def _fail(self) -> None:
+        raise UpstreamProtocolError(f"the upstream sent a line longer than {self._limit} bytes")
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
