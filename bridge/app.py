@@ -6,9 +6,10 @@ Mount it where you like (``Mount("/agent", app=create_app(config))``); ``mount()
 
 from __future__ import annotations
 
+import hmac
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -25,23 +26,25 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import Receive, Scope, Send
 
 from bridge.config import BridgeConfig
 from bridge.encode import encode_event
 from bridge.errors import InvalidRunInputError
 from bridge.request import build_chat_request
 from bridge.run import run_agent
+from bridge.stream import EventStreamResponse
 from bridge.upstream import UpstreamClient
 
 try:
     __version__ = version("agui-bridge")
 except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0"
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class Bridge:
@@ -53,6 +56,7 @@ class Bridge:
         self.config = config
         self._transport = transport
         self._upstream: UpstreamClient | None = None
+        self.active_runs = 0
 
     @property
     def upstream(self) -> UpstreamClient:
@@ -68,23 +72,55 @@ class Bridge:
 
     async def run(self, request: Request) -> Response:
         try:
-            run_input = await _read_run_input(request)
+            self._authorize(request)
+            if self.active_runs >= self.config.max_concurrent_runs:
+                raise InvalidRunInputError(
+                    "the bridge is serving as many runs as it may; retry in a moment",
+                    status=503,
+                    code="too_many_runs",
+                )
+            run_input = await _read_run_input(request, self.config)
             body = build_chat_request(run_input, self.config)
         except InvalidRunInputError as exc:
-            return error_response(exc.status, exc.code, exc.message)
-        return StreamingResponse(
-            self._sse(run_input, body), media_type="text/event-stream", headers=SSE_HEADERS
+            headers = {"Retry-After": "1"} if exc.status == 503 else None
+            if exc.status == 401:
+                headers = {"WWW-Authenticate": "Bearer"}
+            return error_response(exc.status, exc.code, exc.message, headers=headers)
+        self.active_runs += 1
+        return EventStreamResponse(
+            self._frames(run_input, body), keepalive_interval=self.config.keepalive_interval
         )
 
-    async def _sse(self, run_input: RunAgentInput, body: dict[str, Any]) -> AsyncIterator[str]:
+    async def _frames(
+        self, run_input: RunAgentInput, body: dict[str, Any]
+    ) -> AsyncGenerator[str, None]:
         options = self.config.translate_for(body["model"])
-        async for batch in run_agent(run_input, body, self.upstream, options):
-            yield "".join(encode_event(event) for event in batch)
+        try:
+            async with aclosing(run_agent(run_input, body, self.upstream, options)) as batches:
+                async for batch in batches:
+                    yield "".join(encode_event(event) for event in batch)
+        finally:
+            self.active_runs -= 1
+
+    def _authorize(self, request: Request) -> None:
+        token = self.config.auth_token
+        if token is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # compare_digest: the time taken must not tell how much of a guess was right.
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
+            raise InvalidRunInputError(
+                "this bridge needs Authorization: Bearer <token>", status=401, code="unauthorized"
+            )
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def capabilities(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+        except InvalidRunInputError as exc:
+            return error_response(exc.status, exc.code, exc.message)
         props = await self.upstream.llama_cpp_props()
         custom: dict[str, Any] = {
             "models": list(self.config.models),
@@ -122,7 +158,18 @@ def create_app(
         yield
         await bridge.aclose()
 
+    middleware = []
+    if config.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(config.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "accept"],
+            )
+        )
     app = Starlette(
+        middleware=middleware,
         routes=[
             Route("/", bridge.run, methods=["POST"]),
             Route("/health", bridge.health, methods=["GET"]),
@@ -140,26 +187,64 @@ def mount(path: str, app: Starlette) -> list[BaseRoute]:
     Pass ``lifespan=app.router.lifespan_context`` to the parent app so the upstream client is
     closed on shutdown.
     """
-    bridge: Bridge = app.state.bridge
     path = path.rstrip("/")
-    return [Route(path, bridge.run, methods=["POST"]), Mount(path, app=app)]
+    return [Route(path, _AtRoot(app, path), methods=["POST", "OPTIONS"]), Mount(path, app=app)]
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+class _AtRoot:
+    """Hands a request for ``{path}`` to the app as a request for its ``/`` (with its middleware:
+    CORS and all), as ``Mount`` does for ``{path}/``."""
+
+    def __init__(self, app: Starlette, path: str) -> None:
+        self._app = app
+        self._path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        root_path = scope.get("root_path", "") + self._path
+        await self._app({**scope, "path": root_path + "/", "root_path": root_path}, receive, send)
 
 
-async def _read_run_input(request: Request) -> RunAgentInput:
+def error_response(
+    status: int, code: str, message: str, *, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+async def _read_run_input(request: Request, config: BridgeConfig) -> RunAgentInput:
     content_type = request.headers.get("content-type", "")
     if content_type and "json" not in content_type:
         raise InvalidRunInputError(
-            f"send the RunAgentInput as application/json, not {content_type!r}", status=415
+            f"send the RunAgentInput as application/json, not {content_type!r}",
+            status=415,
+            code="unsupported_media_type",
         )
-    raw = await request.body()
+    limit = config.max_body_bytes
+    too_large = InvalidRunInputError(
+        f"the request body is larger than {limit} bytes", status=413, code="body_too_large"
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    raw = bytearray()
+    async for piece in request.stream():
+        raw += piece
+        if len(raw) > limit:
+            raise too_large
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise InvalidRunInputError(f"the body is not valid JSON: {exc}") from exc
+        raise InvalidRunInputError(
+            f"the body is not valid JSON: {exc}", code="invalid_json"
+        ) from exc
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if isinstance(messages, list) and len(messages) > config.max_messages:
+        raise InvalidRunInputError(
+            f"too many messages: {len(data['messages'])} (at most {config.max_messages})",
+            status=413,
+            code="too_many_messages",
+        )
     try:
         return RunAgentInput.model_validate(data)
     except ValidationError as exc:

@@ -101,11 +101,16 @@ class UpstreamStreamError(BridgeError):
         return cls("the upstream reported an error")
 
 
+class InternalError(BridgeError):
+    """A bug in the bridge itself; the details go to the log, never to the client."""
+
+    code = "internal_error"
+
+
 class InvalidRunInputError(BridgeError):
     """The client's request cannot be run (it is answered with HTTP 4xx, not a stream)."""
 
-    code = "invalid_input"
-
-    def __init__(self, message: str, *, status: int = 400) -> None:
+    def __init__(self, message: str, *, status: int = 400, code: str = "invalid_input") -> None:
         super().__init__(message)
         self.status = status
+        self.code = code

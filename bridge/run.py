@@ -3,7 +3,8 @@ RUN_FINISHED (usage, pending frontend tool calls) or RUN_ERROR (readable message
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -17,9 +18,11 @@ from ag_ui.core import (
     RunStartedEvent,
 )
 
-from bridge.errors import BridgeError, UpstreamTruncatedError
+from bridge.errors import BridgeError, InternalError, UpstreamTruncatedError
 from bridge.translate import ChatStreamTranslator, TranslateOptions, TurnOutcome
 from bridge.upstream import UpstreamClient
+
+logger = logging.getLogger("agui_bridge")
 
 #: What RUN_FINISHED.result says when the upstream stopped for a reason other than completion.
 CUT_MESSAGES = {
@@ -33,7 +36,7 @@ async def run_agent(
     body: dict[str, Any],
     upstream: UpstreamClient,
     options: TranslateOptions,
-) -> AsyncIterator[Sequence[BaseEvent]]:
+) -> AsyncGenerator[Sequence[BaseEvent], None]:
     """Yield the run's events, batched per upstream chunk (one SSE write each)."""
     yield [
         RunStartedEvent(
@@ -54,6 +57,9 @@ async def run_agent(
                     yield events
     except BridgeError as exc:
         error = exc
+    except Exception:  # a bug of ours: the client gets a clean RUN_ERROR, the log the traceback
+        logger.exception("run %s failed", run_input.run_id)
+        error = InternalError("the bridge failed while handling this run; see its log")
     tail = translator.close()
     outcome = translator.outcome
     if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:

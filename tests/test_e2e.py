@@ -252,17 +252,17 @@ def test_model_outside_the_configured_ones_is_refused(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "status"),
-    [("{nope", 400), ('{"threadId": 1}', 422), ('{"threadId":"t","runId":"r","messages":[{"id":"x","role":"wizard","content":"a"}]}', 422)],
+    ("body", "status", "code"),
+    [("{nope", 400, "invalid_json"), ('{"threadId": 1}', 422, "invalid_input"), ('{"threadId":"t","runId":"r","messages":[{"id":"x","role":"wizard","content":"a"}]}', 422, "invalid_input")],
     ids=["bad-json", "schema", "unknown-role"],
 )  # fmt: skip
-def test_bad_input_is_a_4xx_json_error(stack: Stack, body: str, status: int) -> None:
+def test_bad_input_is_a_4xx_json_error(stack: Stack, body: str, status: int, code: str) -> None:
     response = httpx.post(
         f"{stack.bridge_url}/", content=body, headers={"content-type": "application/json"}
     )
     assert response.status_code == status
     error = response.json()["error"]
-    assert error["code"] == "invalid_input"
+    assert error["code"] == code
     assert "Traceback" not in error["message"]
 
 
