@@ -6,6 +6,7 @@ Mount it where you like (``Mount("/agent", app=create_app(config))``); ``mount()
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -13,6 +14,7 @@ from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio
 import httpx
 from ag_ui.core import (
     AgentCapabilities,
@@ -21,6 +23,7 @@ from ag_ui.core import (
     MultimodalInputCapabilities,
     ReasoningCapabilities,
     RunAgentInput,
+    RunErrorEvent,
     ToolsCapabilities,
     TransportCapabilities,
 )
@@ -57,6 +60,8 @@ class Bridge:
         self._transport = transport
         self._upstream: UpstreamClient | None = None
         self.active_runs = 0
+        self.shutting_down = False
+        self._stop_runs = anyio.Event()
 
     @property
     def upstream(self) -> UpstreamClient:
@@ -73,6 +78,10 @@ class Bridge:
     async def run(self, request: Request) -> Response:
         try:
             self._authorize(request)
+            if self.shutting_down:
+                raise InvalidRunInputError(
+                    "the bridge is shutting down", status=503, code="shutting_down"
+                )
             if self.active_runs >= self.config.max_concurrent_runs:
                 raise InvalidRunInputError(
                     "the bridge is serving as many runs as it may; retry in a moment",
@@ -88,8 +97,20 @@ class Bridge:
             return error_response(exc.status, exc.code, exc.message, headers=headers)
         self.active_runs += 1
         return EventStreamResponse(
-            self._frames(run_input, body), keepalive_interval=self.config.keepalive_interval
+            self._frames(run_input, body),
+            keepalive_interval=self.config.keepalive_interval,
+            stop=self._stop_runs,
+            stop_frame=_SHUTDOWN_FRAME,
         )
+
+    def begin_shutdown(self, grace: float) -> None:
+        """Refuse new runs now; after ``grace`` seconds end the running ones with RUN_ERROR
+        ``shutting_down``. Call it on the event loop's thread (a signal handler is)."""
+        if not self.shutting_down:
+            self.shutting_down = True
+            loop = asyncio.get_running_loop()
+            # call_soon_threadsafe: safe to schedule from inside a signal handler.
+            loop.call_soon_threadsafe(loop.call_later, grace, self._stop_runs.set)
 
     async def _frames(
         self, run_input: RunAgentInput, body: dict[str, Any]
@@ -202,6 +223,11 @@ class _AtRoot:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         root_path = scope.get("root_path", "") + self._path
         await self._app({**scope, "path": root_path + "/", "root_path": root_path}, receive, send)
+
+
+_SHUTDOWN_FRAME = encode_event(
+    RunErrorEvent(message="the bridge is shutting down; try again", code="shutting_down")
+)
 
 
 def error_response(

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from starlette.applications import Starlette
@@ -16,7 +17,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bridge.app import create_app, mount
+from bridge.app import Bridge, create_app, mount
 from bridge.config import BridgeConfig
 from bridge.reasoning_tags import KNOWN_REASONING_TAGS
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
@@ -171,6 +172,50 @@ def _add_translate(parser: argparse.ArgumentParser) -> None:
         default=300.0,
         help="seconds of upstream silence allowed before and between chunks (default 300)",
     )
+    limits = parser.add_argument_group("reliability and security")
+    for flag, kind, default, text in _LIMIT_FLAGS:
+        limits.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
+    limits.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed to call the bridge cross-origin (repeatable; "
+        "CORS is closed by default; * allows any)",
+    )
+    limits.add_argument(
+        "--auth-token",
+        default=os.environ.get("AGUI_BRIDGE_AUTH_TOKEN"),
+        help="require Authorization: Bearer TOKEN on every request "
+        "(default: $AGUI_BRIDGE_AUTH_TOKEN; prefer the variable, a flag shows in `ps`)",
+    )
+
+
+_LIMIT_FLAGS: list[tuple[str, type, float, str]] = [
+    ("--retries", int, 2, "retries before the answer begins (connection errors, 429, 502-504)"),
+    (
+        "--retry-after-cap",
+        float,
+        10.0,
+        "longest Retry-After waited out, in seconds; longer fails at once, saying when",
+    ),
+    (
+        "--keepalive-interval",
+        float,
+        15.0,
+        "seconds of upstream silence before an SSE keep-alive comment is sent",
+    ),
+    ("--max-body-bytes", int, 16 * 1024 * 1024, "largest request body accepted, else HTTP 413"),
+    ("--max-messages", int, 5000, "most messages in one run's history, else HTTP 413"),
+    ("--max-line-bytes", int, 4 * 1024 * 1024, "longest upstream SSE line accepted"),
+    ("--max-concurrent-runs", int, 512, "runs served at once; more get HTTP 503 + Retry-After"),
+    (
+        "--shutdown-grace",
+        float,
+        10.0,
+        "on SIGTERM, seconds running runs get before they end with RUN_ERROR shutting_down",
+    ),
+]
 
 
 def _config(
@@ -199,6 +244,15 @@ def _config(
         reasoning_scope=args.reasoning_scope,
         include_state=args.include_state,
         include_usage=not args.no_usage,
+        retries=args.retries,
+        retry_after_cap=args.retry_after_cap,
+        keepalive_interval=args.keepalive_interval,
+        max_body_bytes=args.max_body_bytes,
+        max_messages=args.max_messages,
+        max_line_bytes=args.max_line_bytes,
+        max_concurrent_runs=args.max_concurrent_runs,
+        cors_origins=tuple(args.cors_origin),
+        auth_token=args.auth_token or None,
     )
 
 
@@ -260,8 +314,30 @@ def _run_agent(
     parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
     base = f"http://{_display_host(args.host)}:{port}"
     print(f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}", flush=True)
-    uvicorn.run(parent, host=args.host, port=port, log_level=args.log_level)
+    config = uvicorn.Config(
+        parent,
+        host=args.host,
+        port=port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=int(args.shutdown_grace) + 5,
+    )
+    _GracefulServer(config, app.state.bridge, args.shutdown_grace).run()
     return 0
+
+
+class _GracefulServer(uvicorn.Server):
+    """On SIGTERM/SIGINT: refuse new runs, let running ones finish for a grace period, then end
+    them with RUN_ERROR ``shutting_down``; uvicorn then closes, and the lifespan closes the
+    upstream client."""
+
+    def __init__(self, config: uvicorn.Config, bridge: Bridge, grace: float) -> None:
+        super().__init__(config)
+        self._bridge = bridge
+        self._grace = grace
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._bridge.begin_shutdown(self._grace)
+        super().handle_exit(sig, frame)
 
 
 def _scripted(args: argparse.Namespace) -> int:

@@ -25,13 +25,24 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 class EventStreamResponse(Response):
     media_type = "text/event-stream"
 
-    def __init__(self, frames: AsyncGenerator[str, None], *, keepalive_interval: float) -> None:
+    def __init__(
+        self,
+        frames: AsyncGenerator[str, None],
+        *,
+        keepalive_interval: float,
+        stop: anyio.Event | None = None,
+        stop_frame: str = "",
+    ) -> None:
+        """``stop``, once set, ends the stream early with ``stop_frame`` (a shutdown)."""
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.background = None
         self.init_headers(SSE_HEADERS)
         self._frames = frames
         self._keepalive = keepalive_interval
+        self._stop = stop
+        self._stop_frame = stop_frame
+        self._producing = anyio.CancelScope()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
@@ -40,6 +51,8 @@ class EventStreamResponse(Response):
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._produce, sender)
                 tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
+                if self._stop is not None:
+                    tasks.start_soon(self._stop_producing, self._stop)
                 async with receiver:
                     while True:
                         frame: str | None = None
@@ -50,15 +63,21 @@ class EventStreamResponse(Response):
                                 break
                         body = KEEPALIVE if frame is None else frame.encode()
                         await send({"type": "http.response.body", "body": body, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                last = self._stop_frame.encode() if self._producing.cancel_called else b""
+                await send({"type": "http.response.body", "body": last, "more_body": False})
                 tasks.cancel_scope.cancel()
         except OSError:
             pass  # the client went away while we were writing: nothing left to tell it
 
     async def _produce(self, sender: MemoryObjectSendStream[str]) -> None:
-        async with sender, aclosing(self._frames) as frames:
-            async for frame in frames:
-                await sender.send(frame)
+        with self._producing:
+            async with sender, aclosing(self._frames) as frames:
+                async for frame in frames:
+                    await sender.send(frame)
+
+    async def _stop_producing(self, stop: anyio.Event) -> None:
+        await stop.wait()
+        self._producing.cancel()
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: CancelScope) -> None:
