@@ -74,8 +74,8 @@ def scripted_config(upstream_url: str, **overrides: Any) -> BridgeConfig:
 
 
 @contextmanager
-def scripted_stack(**overrides: Any) -> Iterator[Stack]:
-    upstream_app = create_scripted_upstream()
+def scripted_stack(*, pace: float = 0.0, **overrides: Any) -> Iterator[Stack]:
+    upstream_app = create_scripted_upstream(pace=pace)
     with serve(upstream_app) as upstream_url:
         config = scripted_config(upstream_url, **overrides)
         with serve(create_app(config)) as bridge_url:
