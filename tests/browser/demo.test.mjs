@@ -1,0 +1,471 @@
+// The demo page (web-demo/) in Debian's Chromium, driven by playwright-core, against live servers.
+//
+// Driven by tests/test_browser.py, which starts the servers and sets:
+//   DEMO_URL       `agui-bridge demo` with a fast pace: every scripted model, start to finish
+//   SLOW_DEMO_URL  `agui-bridge demo` with a slow pace: live streaming, and the stop button
+//   DOWN_URL       `agui-bridge serve --web-demo` whose upstream is down: the error banner
+//   DOWN_TOKEN     the --auth-token that server wants (AGUI_BRIDGE_AUTH_TOKEN)
+//   ARTIFACTS_DIR  where the screenshots go (demo.png, demo-phone.png)
+//
+// Every page must run without a console error, warning or uncaught exception.
+
+import assert from "node:assert/strict";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`set ${name} (see the comment at the top of this file)`);
+  return value;
+};
+const DEMO_URL = env("DEMO_URL");
+const SLOW_DEMO_URL = env("SLOW_DEMO_URL");
+const DOWN_URL = env("DOWN_URL");
+const DOWN_TOKEN = env("DOWN_TOKEN");
+const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-quic",
+];
+const DESKTOP = { width: 1280, height: 860 };
+const PHONE = { width: 390, height: 844 };
+const TOOLS_PROMPT = "What's the weather in Paris? And make the background lightblue.";
+const LIGHTBLUE = "rgb(173, 216, 230)";
+/** The model that streams no reasoning at all. */
+const PLAIN_MODEL = "scripted-plain";
+const SCRIPTED_MODELS = [
+  "scripted-reasoning-content",
+  "scripted-reasoning",
+  "scripted-think-tags",
+  "scripted-think-no-open",
+  "scripted-deepseek-legacy",
+  "scripted-openrouter",
+  PLAIN_MODEL,
+];
+
+const capabilities = await (await fetch(new URL("/agent/capabilities", DEMO_URL))).json();
+const MODELS = capabilities.custom.models;
+
+/**
+ * Runs in the page before its own scripts: remembers, per thinking block, the most text it was
+ * seen holding while open, so a test can tell "filled, then folded" from "arrived folded".
+ */
+function watchThinking() {
+  const blocks = new Map();
+  window.__thinkingSeenOpen = [];
+  new MutationObserver(() => {
+    for (const block of document.querySelectorAll("[data-testid=thinking-block]")) {
+      if (!blocks.has(block)) blocks.set(block, window.__thinkingSeenOpen.push(0) - 1);
+      const index = blocks.get(block);
+      const length = block.querySelector("[data-testid=thinking-text]").textContent.length;
+      if (block.open)
+        window.__thinkingSeenOpen[index] = Math.max(window.__thinkingSeenOpen[index], length);
+    }
+  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+}
+
+let browser;
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** A fresh context (no shared storage) and a page whose console problems are collected. */
+async function openPage(url, { models = true } = {}) {
+  const context = await browser.newContext({ viewport: DESKTOP });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("console", (message) => {
+    if (message.type() === "error" || message.type() === "warning") {
+      problems.push(`console.${message.type()}: ${message.text()}`);
+    }
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  await page.addInitScript(watchThinking);
+  await page.goto(url);
+  // The picker is filled from GET /agent/capabilities.
+  if (models) {
+    await page.waitForFunction(
+      () => document.querySelector("[data-testid=model-picker]").value !== "",
+    );
+  }
+  return { page, problems, close: () => context.close() };
+}
+
+const idle = (page, timeout = 20_000) =>
+  page.waitForFunction(
+    () => document.querySelector("[data-testid=run-status]").dataset.state === "idle",
+    null,
+    { timeout },
+  );
+
+async function send(page, text) {
+  await page.getByTestId("prompt").fill(text);
+  await page.getByTestId("prompt").press("Enter");
+}
+
+/** The parts of each assistant turn, in page order: thinking-block, tool-card, assistant-text. */
+const turnParts = (page) =>
+  page.$$eval("[data-testid=assistant-turn]", (turns) =>
+    turns.map((turn) =>
+      [...turn.querySelectorAll(".assistant-body > [data-testid]")]
+        .map((part) => part.dataset.testid)
+        .filter((id) => id !== "pending"),
+    ),
+  );
+
+async function toolCards(page) {
+  return page.$$eval("[data-testid=tool-card]", (cards) =>
+    cards.map((card) => ({
+      name: card.dataset.toolName,
+      state: card.dataset.state,
+      args: card.querySelector("[data-testid=tool-args]").textContent,
+      result: card.querySelector("[data-testid=tool-result]").textContent,
+    })),
+  );
+}
+
+async function saveScreenshots(page) {
+  await mkdir(ARTIFACTS_DIR, { recursive: true });
+  // Re-open the first thinking block, to show it can be, and the event inspector.
+  await page.getByTestId("thinking-block").first().locator("summary").click();
+  assert.equal(await page.getByTestId("thinking-block").first().getAttribute("open"), "");
+  await page.getByTestId("inspector-toggle").click();
+  await wholePageShot(page, DESKTOP, "demo.png");
+
+  await page.getByTestId("inspector-toggle").click();
+  await page.setViewportSize(PHONE);
+  const overflow = await page.evaluate(
+    () => document.scrollingElement.scrollWidth - window.innerWidth,
+  );
+  assert.ok(overflow <= 0, `the phone layout scrolls sideways by ${overflow}px`);
+  await wholePageShot(page, PHONE, "demo-phone.png");
+}
+
+/**
+ * The whole page in one picture. The viewport is made as tall as the page first: a "full page"
+ * screenshot would leave the sticky header and composer where the viewport was.
+ */
+async function wholePageShot(page, viewport, name) {
+  await page.setViewportSize(viewport);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const height = await page.evaluate(() => document.documentElement.scrollHeight);
+  await page.setViewportSize({ width: viewport.width, height });
+  await page.screenshot({ path: join(ARTIFACTS_DIR, name) });
+  await page.setViewportSize(viewport);
+}
+
+test("the page: the server's models in the picker, Shift+Enter for a new line", async () => {
+  assert.deepEqual(
+    [...MODELS].sort(),
+    [...SCRIPTED_MODELS].sort(),
+    "GET /agent/capabilities custom.models",
+  );
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    const options = await page.$$eval("[data-testid=model-picker] option", (all) =>
+      all.map((o) => o.value),
+    );
+    assert.deepEqual(options, MODELS);
+    assert.equal(await page.getByTestId("model-picker").inputValue(), MODELS[0]);
+
+    const prompt = page.getByTestId("prompt");
+    assert.equal(await prompt.evaluate((element) => element === document.activeElement), true);
+    await prompt.pressSequentially("one");
+    await prompt.press("Shift+Enter");
+    await prompt.pressSequentially("two");
+    assert.equal(await prompt.inputValue(), "one\ntwo");
+    assert.equal(await page.getByTestId("user-message").count(), 0, "Shift+Enter sent the message");
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+describe("every scripted model: thinking, two frontend tools, the answer from their results", () => {
+  for (const model of MODELS) {
+    test(model, { timeout: 30_000 }, async () => {
+      const { page, problems, close } = await openPage(DEMO_URL);
+      try {
+        await page.getByTestId("model-picker").selectOption(model);
+        await send(page, TOOLS_PROMPT);
+        await page.waitForFunction(() =>
+          document.querySelector("[data-testid=assistant-text][data-state=done]"),
+        );
+        await idle(page);
+
+        assert.deepEqual(await page.getByTestId("user-message").allTextContents(), [TOOLS_PROMPT]);
+        // Run 1 thinks and calls both tools; run 2 (sent by the page with their results) thinks
+        // again and answers.
+        const reasoning = model === PLAIN_MODEL ? [] : ["thinking-block"];
+        assert.deepEqual(await turnParts(page), [
+          [...reasoning, "tool-card", "tool-card", ...reasoning, "assistant-text"],
+        ]);
+
+        const thinking = await page.$$eval("[data-testid=thinking-block]", (blocks) =>
+          blocks.map((block) => ({
+            open: block.open,
+            state: block.dataset.state,
+            text: block.querySelector("[data-testid=thinking-text]").textContent,
+            elapsed: block.querySelector("[data-testid=thinking-elapsed]").textContent,
+          })),
+        );
+        const seenOpen = await page.evaluate(() => window.__thinkingSeenOpen);
+        thinking.forEach((block, index) => {
+          assert.ok(
+            block.text.length > 20,
+            `thinking block ${index} is nearly empty: ${block.text}`,
+          );
+          assert.ok(seenOpen[index] > 0, `thinking block ${index} never showed text while open`);
+          assert.equal(
+            block.open,
+            false,
+            `thinking block ${index} did not fold when the answer started`,
+          );
+          assert.equal(block.state, "done");
+          assert.match(block.elapsed, /^\d+\.\d s$/);
+        });
+        assert.ok(
+          !thinking.some((block) => /<\/?think>/.test(block.text)),
+          "reasoning tags reached the page",
+        );
+
+        const cards = await toolCards(page);
+        const byName = Object.fromEntries(cards.map((card) => [card.name, card]));
+        assert.deepEqual(Object.keys(byName).sort(), ["change_background", "get_weather"]);
+        for (const card of cards) assert.equal(card.state, "done", `${card.name}: ${card.state}`);
+        assert.deepEqual(JSON.parse(byName.get_weather.args), { city: "Paris" });
+        assert.deepEqual(JSON.parse(byName.change_background.args), { color: "lightblue" });
+        assert.match(
+          byName.get_weather.args,
+          /\n {2}"city": "Paris"\n/,
+          "arguments are pretty-printed",
+        );
+        const weather = JSON.parse(byName.get_weather.result);
+        assert.equal(weather.city, "Paris");
+        assert.equal(typeof weather.temperatureC, "number");
+        assert.equal(typeof weather.conditions, "string");
+        assert.deepEqual(JSON.parse(byName.change_background.result), {
+          ok: true,
+          background: "lightblue",
+        });
+
+        // The page eases into its new colour.
+        await page
+          .waitForFunction(
+            (color) => getComputedStyle(document.body).backgroundColor === color,
+            LIGHTBLUE,
+            {
+              timeout: 3_000,
+            },
+          )
+          .catch(() => assert.fail("change_background did not repaint the page lightblue"));
+
+        const answer = page.getByTestId("assistant-text");
+        assert.ok(
+          (await answer.textContent()).includes(JSON.stringify(weather)),
+          `the answer does not quote the weather result ${JSON.stringify(weather)}`,
+        );
+        assert.equal(
+          await answer.locator("li strong").first().textContent(),
+          "get_weather",
+          "Markdown",
+        );
+        assert.match(
+          await page.getByTestId("announcer").textContent(),
+          /^Here is what the tools returned/,
+          "the answer is announced to screen readers",
+        );
+
+        assert.match(
+          await page.getByTestId("usage").textContent(),
+          /^Last run: \d+ in · \d+ out.* · \d+ total tokens$/,
+        );
+
+        await page.getByTestId("inspector-toggle").click();
+        assert.equal(await page.getByTestId("inspector").isVisible(), true);
+        const types = await page.$$eval("[data-testid=inspector-event]", (rows) =>
+          rows.map((row) => row.dataset.type),
+        );
+        assert.equal(types.filter((type) => type === "RUN_STARTED").length, 2, "two runs");
+        assert.equal(types.filter((type) => type === "TOOL_CALL_START").length, 2);
+        assert.equal(types.at(-1), "RUN_FINISHED");
+        const times = await page.$$eval("[data-testid=inspector-event] time", (all) =>
+          all.map((t) => t.textContent),
+        );
+        assert.ok(
+          times.every((time) => /^\+\d+\.\d{3}s$/.test(time)),
+          `timestamps: ${times.slice(0, 3)}`,
+        );
+        await page.getByTestId("inspector-toggle").click();
+
+        if (model === MODELS[0]) await saveScreenshots(page);
+        assert.deepEqual(problems, []);
+      } finally {
+        await close();
+      }
+    });
+  }
+});
+
+test("model text cannot inject HTML; Markdown still renders", { timeout: 30_000 }, async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    // The scripted model repeats the first words of the message in bold in its answer.
+    const attack = "<img src=x onerror=window.__injected=1> hello";
+    await send(page, attack);
+    await page.waitForFunction(() =>
+      document.querySelector("[data-testid=assistant-text][data-state=done]"),
+    );
+    await idle(page);
+    const answer = page.getByTestId("assistant-text");
+    assert.ok((await answer.textContent()).includes("<img src=x onerror=window.__injected=1>"));
+    assert.equal(await answer.locator("img").count(), 0);
+    assert.equal(await page.locator("img").count(), 0);
+    assert.ok((await answer.locator("strong").count()) > 0, "**bold** renders as <strong>");
+    assert.equal(await page.evaluate(() => window.__injected), undefined);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+test("a slow run streams live, and Stop ends it mid-stream", { timeout: 45_000 }, async () => {
+  const { page, problems, close } = await openPage(SLOW_DEMO_URL);
+  try {
+    await page.getByTestId("prompt").fill(TOOLS_PROMPT);
+    await page.getByTestId("send-button").click();
+    assert.equal(await page.getByTestId("stop-button").isVisible(), true);
+    assert.equal(await page.getByTestId("send-button").isVisible(), false);
+
+    // Thinking fills while open, and its counter runs.
+    const thinking = page.getByTestId("thinking-block").first();
+    await page.waitForFunction(() => {
+      const block = document.querySelector("[data-testid=thinking-block]");
+      return (
+        block?.open && block.querySelector("[data-testid=thinking-text]").textContent.length > 10
+      );
+    });
+    const elapsed = thinking.getByTestId("thinking-elapsed");
+    const firstReading = await elapsed.textContent();
+    await page.waitForFunction(
+      (reading) => document.querySelector("[data-testid=thinking-elapsed]").textContent !== reading,
+      firstReading,
+    );
+
+    // Arguments grow on the card while the model writes them; Stop, while they still do.
+    const args = page.getByTestId("tool-args").first();
+    await page.waitForFunction(
+      () => document.querySelector("[data-testid=tool-args]")?.textContent.length > 0,
+      null,
+      {
+        timeout: 20_000,
+      },
+    );
+    const partial = await args.textContent();
+    await page.waitForFunction(
+      (before) =>
+        document.querySelector("[data-testid=tool-args]").textContent.length > before.length,
+      partial,
+    );
+    assert.equal(
+      await thinking.getAttribute("open"),
+      null,
+      "thinking folds when the tool calls start",
+    );
+    await page.getByTestId("stop-button").click();
+    await idle(page, 5_000);
+
+    assert.equal(await page.getByTestId("stop-button").isVisible(), false);
+    assert.equal(await page.getByTestId("send-button").isVisible(), true);
+    assert.deepEqual(await page.getByTestId("turn-note").allTextContents(), ["Stopped."]);
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false, "Stop is not an error");
+    const cards = await toolCards(page);
+    assert.ok(cards.length > 0);
+    for (const card of cards) assert.equal(card.state, "cancelled", `${card.name} after Stop`);
+    const frozen = await args.textContent();
+    await page.waitForTimeout(800);
+    assert.equal(await args.textContent(), frozen, "the arguments kept growing after Stop");
+    assert.notEqual(
+      await page.evaluate(() => getComputedStyle(document.body).backgroundColor),
+      LIGHTBLUE,
+    );
+
+    // The page is idle again: a new message starts a new run, which streams.
+    await send(page, "Hello again!");
+    await page.waitForFunction(() => {
+      const turns = document.querySelectorAll("[data-testid=assistant-turn]");
+      return (
+        turns.length === 2 &&
+        turns[1].querySelector("[data-testid=thinking-text]")?.textContent.length > 0
+      );
+    });
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    await page.keyboard.press("Escape");
+    await idle(page, 5_000);
+    assert.deepEqual(await page.getByTestId("turn-note").allTextContents(), [
+      "Stopped.",
+      "Stopped.",
+    ]);
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+test("a bridge with --auth-token refuses the page until it has the token", async () => {
+  const { page, problems, close } = await openPage(DOWN_URL, { models: false });
+  try {
+    await page.getByTestId("error-banner").waitFor({ state: "visible" });
+    assert.equal(await page.getByTestId("error-code").textContent(), "unauthorized");
+    assert.match(await page.getByTestId("error-message").textContent(), /#token=/);
+    // The browser reports the refused request itself; nothing else may complain.
+    assert.deepEqual(
+      problems.filter((problem) => !/status of 401 \(Unauthorized\)/.test(problem)),
+      [],
+    );
+  } finally {
+    await close();
+  }
+});
+
+test("an unreachable upstream shows the RUN_ERROR banner with its code", async () => {
+  const { page, problems, close } = await openPage(`${DOWN_URL}#token=${DOWN_TOKEN}`);
+  try {
+    assert.equal(new URL(page.url()).hash, "", "the token stays in the address bar");
+    assert.equal(await page.getByTestId("model-picker").inputValue(), "x");
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    await send(page, "Hello?");
+    const banner = page.getByTestId("error-banner");
+    await banner.waitFor({ state: "visible" });
+    assert.equal(await banner.getAttribute("role"), "alert");
+    assert.equal(await page.getByTestId("error-code").textContent(), "upstream_unreachable");
+    assert.match(await page.getByTestId("error-message").textContent(), /upstream/i);
+    await idle(page, 5_000);
+    assert.equal(await page.getByTestId("turn-note").textContent(), "The run failed.");
+    await banner.getByRole("button", { name: "Dismiss the error" }).click();
+    assert.equal(await banner.isVisible(), false);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});

@@ -1,0 +1,237 @@
+"""The demo page in a real browser: ``tests/browser/demo.test.mjs`` drives Debian's Chromium.
+
+This test builds the page when needed, starts three ``agui-bridge`` processes (a fast demo for
+every scripted model, a slow one for live streaming and Stop, and ``serve --web-demo`` whose
+upstream is down and which wants a token, for the error banners), runs the Node test against
+them and stops them. Node and
+Chromium are required, not optional: ``make test`` must prove the page works.
+
+``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshot the test took to ``docs/demo.png``, the
+one the README shows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import IO
+
+import httpx
+import pytest
+
+from servers import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+WEB_DEMO = ROOT / "web-demo"
+BROWSER_TESTS = ROOT / "tests" / "browser"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+SCREENSHOT = ROOT / "docs" / "demo.png"
+#: What the browser test saves in ARTIFACTS: a finished conversation, on a laptop and a phone.
+SCREENSHOTS = ("demo.png", "demo-phone.png")
+CHROMIUM = Path("/usr/bin/chromium")
+#: What the page is built from: when one is newer than the build, it is rebuilt.
+WEB_DEMO_SOURCES = ("src", "index.html", "styles.css", "build.mjs", "package-lock.json")
+#: Seconds between the scripted model's tokens: quick runs, and runs slow enough to stop.
+FAST_PACE, SLOW_PACE = 0.002, 0.15
+#: What ``agui-bridge`` reads its --auth-token from.
+AUTH_TOKEN_VARIABLE = "AGUI_BRIDGE_AUTH_TOKEN"
+
+
+def test_demo_page_in_chromium() -> None:
+    node = _require_node()
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
+            "(`.ci/run` installs it with apt; by hand: apt-get install chromium)",
+            pytrace=False,
+        )
+    _build_web_demo()
+    _install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    for name in SCREENSHOTS:
+        (ARTIFACTS / name).unlink(missing_ok=True)
+
+    with ExitStack() as stack:
+        demo = stack.enter_context(_bridge("demo", "demo", "--pace", str(FAST_PACE)))
+        slow = stack.enter_context(_bridge("slow-demo", "demo", "--pace", str(SLOW_PACE)))
+        # Nothing listens on a port that was free a moment ago.
+        down_upstream = f"http://127.0.0.1:{free_port()}/v1"
+        down_token = secrets.token_urlsafe(16)
+        down = stack.enter_context(
+            _bridge(
+                "down",
+                *("serve", "--web-demo", "--upstream-url", down_upstream, "--model", "x"),
+                auth_token=down_token,
+            )
+        )
+        env = {
+            **os.environ,
+            "DEMO_URL": demo,
+            "SLOW_DEMO_URL": slow,
+            "DOWN_URL": down,
+            "DOWN_TOKEN": down_token,
+            "ARTIFACTS_DIR": str(ARTIFACTS),
+        }
+        output = _run(
+            [node, "--test", "--test-reporter=tap", "demo.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env=env,
+            timeout=300,
+            what="the browser test",
+        )
+
+    # The TAP summary, not only the exit code: a file that defines no test also exits 0.
+    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
+        if not re.search(rf"^{line}$", output, re.MULTILINE):
+            pytest.fail(f"the browser test did not report {line!r}:\n{output}", pytrace=False)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    if not passed or int(passed.group(1)) < 1:
+        pytest.fail(f"the browser test ran no passing test:\n{output}", pytrace=False)
+
+    for name in SCREENSHOTS:
+        assert (ARTIFACTS / name).stat().st_size > 10_000, f"no screenshot {name}"
+    if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copyfile(ARTIFACTS / "demo.png", SCREENSHOT)
+
+
+@contextmanager
+def _bridge(name: str, *args: str, auth_token: str | None = None) -> Iterator[str]:
+    """``python -m bridge <args>`` on a free port until the block ends; yields its base URL.
+
+    It requires ``auth_token`` when one is given, and only then, whatever the environment says.
+    Its output goes to ``tests/artifacts/bridge-<name>.log``.
+    """
+    port = free_port()
+    command = [sys.executable, "-m", "bridge", *args, "--port", str(port), "--log-level", "warning"]
+    env = {key: value for key, value in os.environ.items() if key != AUTH_TOKEN_VARIABLE}
+    if auth_token is not None:
+        env[AUTH_TOKEN_VARIABLE] = auth_token
+    with _log_file(f"bridge-{name}.log") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}/"
+            _wait_until_serving(process, url, log)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextmanager
+def _log_file(name: str) -> Iterator[IO[bytes]]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with (ARTIFACTS / name).open("w+b") as log:
+        yield log
+
+
+def _wait_until_serving(process: subprocess.Popen[bytes], url: str, log: IO[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log.seek(0)
+            output = log.read().decode(errors="replace")
+            pytest.fail(
+                f"{process.args} exited with {process.returncode}:\n{output}", pytrace=False
+            )
+        try:
+            if httpx.get(f"{url}agent/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"{process.args} did not answer at {url} within 30 s", pytrace=False)
+
+
+def _build_web_demo() -> None:
+    """Builds web-demo/dist when it is missing or older than what it is built from."""
+    built = WEB_DEMO / "dist" / "index.html"
+    if built.is_file() and _newest(WEB_DEMO / name for name in WEB_DEMO_SOURCES) <= (
+        built.stat().st_mtime
+    ):
+        return
+    _install(WEB_DEMO, WEB_DEMO / "node_modules" / "esbuild" / "package.json")
+    _run(
+        [_require("npm"), "run", "build"], cwd=WEB_DEMO, env=None, timeout=300, what="npm run build"
+    )
+
+
+def _newest(paths: Iterator[Path]) -> float:
+    return max(
+        file.stat().st_mtime
+        for path in paths
+        for file in ([path] if path.is_file() else path.rglob("*"))
+        if file.is_file()
+    )
+
+
+def _install(directory: Path, marker: Path) -> None:
+    """``npm ci`` in ``directory`` unless ``marker`` (a file npm installs) is there already."""
+    if marker.is_file():
+        return
+    npm = _require("npm")
+    _run(
+        [npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=300, what="npm ci"
+    )
+
+
+def _require_node() -> str:
+    node = _require("node")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    major = int(version.stdout.strip().lstrip("v").split(".")[0])
+    if major < 20:
+        pytest.fail(
+            f"the browser tests need Node.js 20 or newer, not {version.stdout}", pytrace=False
+        )
+    return node
+
+
+def _require(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        pytest.fail(
+            f"{program} is not on PATH: the browser tests need Node.js 20 or newer with npm, "
+            "and Chromium (`.ci/run` installs Chromium)",
+            pytrace=False,
+        )
+    return path
+
+
+def _run(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: dict[str, str] | None,
+    timeout: float,
+    what: str,
+) -> str:
+    """Run ``command``; its combined output, or a test failure showing it."""
+    try:
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        # Always bytes, whatever ``text`` says.
+        partial = (exc.output or b"").decode(errors="replace")
+        pytest.fail(f"{what} did not finish within {timeout} s:\n{partial}", pytrace=False)
+    if done.returncode != 0:
+        pytest.fail(f"{what} exited with {done.returncode}:\n{done.stdout}", pytrace=False)
+    return done.stdout

@@ -1,0 +1,264 @@
+// One conversation with the agent through the official client (@ag-ui/client's HttpAgent): a
+// user turn is a run, plus one follow-up run per round of frontend tool calls, until the model
+// answers without calling a tool, the user stops it, or the run fails.
+
+import {
+  HttpAgent,
+  randomUUID,
+  type AgentSubscriber,
+  type BaseEvent,
+  type Message,
+  type TokenUsage,
+  type ToolCall,
+} from "@ag-ui/client";
+
+import { FRONTEND_TOOLS, runTool } from "./tools";
+import type { ConversationView, TurnView } from "./view";
+
+/** Tool rounds per user turn: a model that keeps calling tools is stopped here. */
+const MAX_TOOL_ROUNDS = 8;
+
+/** What the page around the conversation shows; main.ts implements it. */
+export interface ChatHooks {
+  /** The model picked, sent as `forwardedProps.model`; undefined leaves it to the server. */
+  model(): string | undefined;
+  running(on: boolean): void;
+  runStarted(label: string): void;
+  event(event: BaseEvent): void;
+  error(message: string, code: string): void;
+  usage(usage: TokenUsage[] | undefined): void;
+  /** A short line for screen readers (a polite live region). */
+  announce(text: string): void;
+}
+
+export class Chat {
+  private agent: HttpAgent;
+  private stopRequested = false;
+  /** The user turn in progress, until it has settled. */
+  private turn: Promise<void> | undefined;
+
+  constructor(
+    private readonly url: string,
+    private readonly headers: Record<string, string>,
+    private readonly view: ConversationView,
+    private readonly hooks: ChatHooks,
+  ) {
+    this.agent = this.newAgent();
+  }
+
+  get running(): boolean {
+    return this.turn !== undefined;
+  }
+
+  /** Sends the user's message and runs until the model has answered. */
+  send(text: string): Promise<void> {
+    this.turn ??= this.converse(text).finally(() => {
+      this.turn = undefined;
+      this.hooks.running(false);
+    });
+    return this.turn;
+  }
+
+  /** Aborts the run in progress; what streamed so far stays on the page. */
+  stop(): void {
+    if (!this.turn) return;
+    this.stopRequested = true;
+    this.agent.abortRun();
+  }
+
+  /** Forgets the conversation (after stopping what runs): a new thread. */
+  async reset(): Promise<void> {
+    this.stop();
+    await this.turn;
+    this.agent = this.newAgent();
+  }
+
+  private async converse(text: string): Promise<void> {
+    this.stopRequested = false;
+    this.hooks.running(true);
+    const turn = this.view.startTurn(text);
+    this.agent.addMessage({ id: randomUUID(), role: "user", content: text });
+    try {
+      for (let round = 0; ; round += 1) {
+        const pending = await this.runOnce(turn);
+        if (pending.length === 0 || this.stopRequested) break;
+        if (round === MAX_TOOL_ROUNDS) {
+          turn.note(`Stopped after ${MAX_TOOL_ROUNDS} rounds of tool calls.`, "stopped");
+          break;
+        }
+        this.answerToolCalls(turn, pending);
+      }
+    } finally {
+      if (this.stopRequested) {
+        turn.note("Stopped.", "stopped");
+        this.hooks.announce("Stopped.");
+      }
+      turn.finish();
+      this.dropUnansweredToolCalls();
+    }
+  }
+
+  private newAgent(): HttpAgent {
+    return new HttpAgent({ url: this.url, headers: this.headers, threadId: randomUUID() });
+  }
+
+  /** One run; the ids of the tool calls it left for the page to answer. */
+  private async runOnce(turn: TurnView): Promise<string[]> {
+    const model = this.hooks.model();
+    this.hooks.runStarted(model ?? "server default");
+    turn.waiting(true);
+    let pending: string[] = [];
+    const subscriber: AgentSubscriber = {
+      onEvent: ({ event }) => {
+        this.hooks.event(event);
+      },
+      onReasoningMessageStartEvent: ({ event }) => {
+        turn.thinkingBlock(event.messageId);
+        this.hooks.announce("Thinking…");
+      },
+      onReasoningMessageContentEvent: ({ event }) => {
+        turn.thinkingBlock(event.messageId).append(event.delta);
+      },
+      onReasoningMessageEndEvent: ({ event }) => {
+        turn.thinkingBlock(event.messageId).end();
+      },
+      onTextMessageStartEvent: ({ event }) => {
+        turn.collapseThinking();
+        turn.textBlock(event.messageId);
+      },
+      onTextMessageContentEvent: ({ event }) => {
+        turn.textBlock(event.messageId).append(event.delta);
+      },
+      onTextMessageEndEvent: ({ event, textMessageBuffer }) => {
+        turn.textBlock(event.messageId).end();
+        this.hooks.announce(textMessageBuffer);
+      },
+      onToolCallStartEvent: ({ event }) => {
+        turn.collapseThinking();
+        turn.toolCard(event.toolCallId, event.toolCallName);
+        this.hooks.announce(`Calling ${event.toolCallName}.`);
+      },
+      onToolCallArgsEvent: ({ event }) => {
+        turn.toolCard(event.toolCallId).appendArgs(event.delta);
+      },
+      onToolCallEndEvent: ({ event }) => {
+        turn.toolCard(event.toolCallId).endArgs();
+      },
+      onRunErrorEvent: ({ event }) => {
+        // The client reports its own abort as RUN_ERROR "abort": that is the Stop button.
+        if (this.stopRequested && event.code === "abort") return;
+        this.hooks.error(event.message, event.code ?? "run_error");
+        this.hooks.usage(event.usage);
+        turn.note("The run failed.", "error");
+      },
+      onRunFinishedEvent: (finished) => {
+        this.hooks.usage(finished.event.usage);
+        if (finished.outcome === "success") pending = finished.pendingToolCallIds;
+        const result: unknown = finished.event.result;
+        if (isRecord(result) && result.truncated === true) {
+          const message =
+            typeof result.message === "string" ? result.message : "The answer was cut short.";
+          turn.note(message, "truncated");
+        }
+      },
+    };
+    try {
+      await this.agent.runAgent(
+        { tools: FRONTEND_TOOLS, forwardedProps: model ? { model } : {} },
+        subscriber,
+      );
+    } catch (error) {
+      // The client throws for what never became a run: an HTTP error answer, a dropped
+      // connection, a stream it rejects. An abort is not thrown; the stop flag covers a race.
+      if (!this.stopRequested) {
+        const { message, code } = describeFailure(error);
+        this.hooks.error(message, code);
+        turn.note("The run failed.", "error");
+      }
+      return [];
+    } finally {
+      turn.waiting(false);
+    }
+    return this.stopRequested ? [] : pending;
+  }
+
+  /** Runs the pending tool calls here in the page and adds their results to the conversation. */
+  private answerToolCalls(turn: TurnView, ids: string[]): void {
+    const calls = new Map(this.toolCalls().map((call) => [call.id, call]));
+    const results: Message[] = ids.map((id) => {
+      const call = calls.get(id);
+      const outcome = call
+        ? runTool(call.function.name, call.function.arguments)
+        : {
+            content: JSON.stringify({ ok: false, error: "unknown tool call" }),
+            error: "unknown tool call",
+          };
+      turn
+        .toolCard(id, call?.function.name)
+        .setResult(outcome.content, outcome.error !== undefined);
+      this.hooks.announce(
+        `${call?.function.name ?? "A tool"} ${outcome.error ? "failed" : "ran"}.`,
+      );
+      return {
+        id: randomUUID(),
+        role: "tool",
+        toolCallId: id,
+        content: outcome.content,
+        ...(outcome.error !== undefined && { error: outcome.error }),
+      };
+    });
+    this.agent.addMessages(results);
+  }
+
+  /**
+   * After a stop or a failure, tool calls may be left without results (some with half their
+   * arguments). Servers reject a history like that, so they go; what the model said stays.
+   */
+  private dropUnansweredToolCalls(): void {
+    const answered = new Set(
+      this.agent.messages.flatMap((message) =>
+        message.role === "tool" ? [message.toolCallId] : [],
+      ),
+    );
+    let changed = false;
+    const kept = this.agent.messages.flatMap((message): Message[] => {
+      if (message.role !== "assistant" || !message.toolCalls?.length) return [message];
+      const toolCalls = message.toolCalls.filter((call) => answered.has(call.id));
+      if (toolCalls.length === message.toolCalls.length) return [message];
+      changed = true;
+      if (toolCalls.length > 0) return [{ ...message, toolCalls }];
+      const { toolCalls: _dropped, ...rest } = message;
+      return rest.content ? [rest] : [];
+    });
+    if (changed) this.agent.setMessages(kept);
+  }
+
+  private toolCalls(): ToolCall[] {
+    return this.agent.messages.flatMap((message) =>
+      message.role === "assistant" ? (message.toolCalls ?? []) : [],
+    );
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A readable message and a machine code for an error the client threw. */
+function describeFailure(error: unknown): { message: string; code: string } {
+  if (!(error instanceof Error)) return { message: String(error), code: "client_error" };
+  const { status, payload } = error as Error & { status?: number; payload?: unknown };
+  if (typeof status === "number") return describeHttpError(status, payload);
+  return { message: error.message || "The connection to the agent failed.", code: "client_error" };
+}
+
+/** The bridge answers what it refuses as {"error": {"code", "message"}}. */
+export function describeHttpError(
+  status: number,
+  body: unknown,
+): { message: string; code: string } {
+  const detail = isRecord(body) && isRecord(body.error) ? body.error : {};
+  let message = typeof detail.message === "string" ? detail.message : `HTTP ${status}`;
+  if (status === 401) message += ". Open this page as /#token=<the bridge's token>.";
+  return { message, code: typeof detail.code === "string" ? detail.code : `http_${status}` };
+}

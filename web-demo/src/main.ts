@@ -1,0 +1,185 @@
+// The page: wires the composer, the model picker, the banner, the usage line and the event
+// inspector to one Chat. The agent is at /agent on the server that served this page.
+
+import type { TokenUsage } from "@ag-ui/client";
+
+import { Chat, describeHttpError } from "./chat";
+import { byId } from "./dom";
+import { EventInspector } from "./inspector";
+import { resetBackground } from "./tools";
+import { ConversationView } from "./view";
+
+const AGENT_URL = new URL("/agent", location.href);
+const CAPABILITIES_URL = new URL("/agent/capabilities", location.href);
+const TOKEN_KEY = "agui-bridge-token";
+
+/**
+ * A bridge started with --auth-token wants it on every request. The page takes it from its URL's
+ * fragment (/#token=…), which never reaches a server or its logs, keeps it for the tab's session
+ * and takes it out of the address bar.
+ */
+function authHeaders(): Record<string, string> {
+  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (given) {
+    sessionStorage.setItem(TOKEN_KEY, given);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  const token = given ?? sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+const AUTH_HEADERS = authHeaders();
+
+const conversation = byId("conversation", HTMLElement);
+const prompt = byId("prompt", HTMLTextAreaElement);
+const composer = byId("composer", HTMLFormElement);
+const sendButton = byId("send", HTMLButtonElement);
+const stopButton = byId("stop", HTMLButtonElement);
+const modelPicker = byId("model", HTMLSelectElement);
+const banner = byId("banner", HTMLElement);
+const runStatus = byId("run-status", HTMLElement);
+const usageLine = byId("usage", HTMLElement);
+const announcer = byId("announcer", HTMLElement);
+const inspectorPanel = byId("inspector", HTMLElement);
+const inspectorToggle = byId("inspector-toggle", HTMLButtonElement);
+
+const inspectorList = byId("inspector-list", HTMLOListElement);
+const inspector = new EventInspector(inspectorList, byId("inspector-count", HTMLElement));
+const view = new ConversationView(conversation, byId("empty-state", HTMLElement));
+
+const chat = new Chat(AGENT_URL.href, AUTH_HEADERS, view, {
+  model: () => modelPicker.value || undefined,
+  running: (on) => {
+    conversation.setAttribute("aria-busy", String(on));
+    sendButton.hidden = on;
+    stopButton.hidden = !on;
+    runStatus.dataset.state = on ? "running" : "idle";
+    runStatus.textContent = on ? "Running… (Esc stops)" : "Ready";
+    modelPicker.disabled = on;
+    if (!on && document.activeElement === document.body) prompt.focus();
+  },
+  runStarted: (label) => inspector.startRun(label),
+  event: (event) => inspector.record(event),
+  error: showError,
+  usage: showUsage,
+  announce: (text) => {
+    announcer.textContent = text;
+  },
+});
+
+function send(text: string): void {
+  const message = text.trim();
+  if (!message || chat.running) return;
+  hideError();
+  prompt.value = "";
+  fitPrompt();
+  void chat.send(message);
+}
+
+function showError(message: string, code: string, title = "The run failed."): void {
+  byId("banner-title", HTMLElement).textContent = title;
+  byId("banner-message", HTMLElement).textContent = message;
+  byId("banner-code", HTMLElement).textContent = code;
+  banner.hidden = false;
+}
+
+function hideError(): void {
+  banner.hidden = true;
+}
+
+function showUsage(usage: TokenUsage[] | undefined): void {
+  if (!usage?.length) return;
+  const sum = (pick: (entry: TokenUsage) => number | undefined): number | undefined =>
+    usage.some((entry) => pick(entry) !== undefined)
+      ? usage.reduce((total, entry) => total + (pick(entry) ?? 0), 0)
+      : undefined;
+  const input = sum((entry) => entry.inputTokens);
+  const output = sum((entry) => entry.outputTokens);
+  const reasoning = sum((entry) => entry.reasoningTokens);
+  const total = sum((entry) => entry.totalTokens);
+  const parts = [
+    input !== undefined && `${input} in`,
+    output !== undefined && `${output} out${reasoning ? ` (${reasoning} reasoning)` : ""}`,
+    total !== undefined && `${total} total`,
+  ].filter(Boolean);
+  usageLine.textContent = `Last run: ${parts.join(" · ")} tokens`;
+  usageLine.hidden = false;
+}
+
+/** The textarea grows with its text, up to the height CSS allows. */
+function fitPrompt(): void {
+  prompt.style.height = "auto";
+  prompt.style.height = `${prompt.scrollHeight}px`;
+}
+
+const NO_CAPABILITIES = "Could not read the agent's capabilities.";
+
+async function loadModels(): Promise<void> {
+  let models: string[] = [];
+  try {
+    const response = await fetch(CAPABILITIES_URL, {
+      headers: { Accept: "application/json", ...AUTH_HEADERS },
+    });
+    const body: unknown = await response.json().catch(() => undefined);
+    if (!response.ok) {
+      const { message, code } = describeHttpError(response.status, body);
+      showError(message, code, NO_CAPABILITIES);
+    } else {
+      const listed = (body as { custom?: { models?: unknown } } | undefined)?.custom?.models;
+      if (Array.isArray(listed)) models = listed.filter((name) => typeof name === "string");
+    }
+  } catch (error) {
+    showError((error as Error).message, "client_error", NO_CAPABILITIES);
+  }
+  // The first model is the server's default.
+  modelPicker.replaceChildren(
+    ...(models.length ? models : [""]).map((name) => new Option(name || "Server default", name)),
+  );
+}
+
+composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  send(prompt.value);
+});
+prompt.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send(prompt.value);
+  }
+});
+prompt.addEventListener("input", fitPrompt);
+stopButton.addEventListener("click", () => chat.stop());
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && chat.running) chat.stop();
+});
+for (const suggestion of document.querySelectorAll<HTMLButtonElement>(".suggestion")) {
+  suggestion.addEventListener("click", () => send(suggestion.dataset.prompt ?? ""));
+}
+byId("banner-close", HTMLButtonElement).addEventListener("click", hideError);
+byId("new-chat", HTMLButtonElement).addEventListener("click", async () => {
+  await chat.reset();
+  view.clear();
+  inspector.clear();
+  resetBackground();
+  hideError();
+  usageLine.hidden = true;
+  prompt.focus();
+});
+
+function setInspector(open: boolean): void {
+  inspectorPanel.hidden = !open;
+  inspectorToggle.setAttribute("aria-expanded", String(open));
+  document.body.classList.toggle("inspector-open", open);
+  // Opens on the latest events, as a log does.
+  if (open) inspectorList.scrollTop = inspectorList.scrollHeight;
+}
+inspectorToggle.addEventListener("click", () =>
+  setInspector(inspectorToggle.getAttribute("aria-expanded") !== "true"),
+);
+byId("inspector-close", HTMLButtonElement).addEventListener("click", () => {
+  setInspector(false);
+  inspectorToggle.focus();
+});
+byId("inspector-clear", HTMLButtonElement).addEventListener("click", () => inspector.clear());
+
+void loadModels();
+prompt.focus();
