@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
@@ -27,6 +27,7 @@ from typing import IO
 import httpx
 import pytest
 
+from node_tools import require, run
 from servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ def test_demo_page_in_chromium() -> None:
             "DOWN_TOKEN": down_token,
             "ARTIFACTS_DIR": str(ARTIFACTS),
         }
-        output = _run(
+        output = run(
             [node, "--test", "--test-reporter=tap", "demo.test.mjs"],
             cwd=BROWSER_TESTS,
             env=env,
@@ -162,7 +163,7 @@ def _build_web_demo() -> None:
     ):
         return
     _install(WEB_DEMO, WEB_DEMO / "node_modules" / "esbuild" / "package.json")
-    _run(
+    run(
         [_require("npm"), "run", "build"], cwd=WEB_DEMO, env=None, timeout=300, what="npm run build"
     )
 
@@ -181,9 +182,7 @@ def _install(directory: Path, marker: Path) -> None:
     if marker.is_file():
         return
     npm = _require("npm")
-    _run(
-        [npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=300, what="npm ci"
-    )
+    run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=300, what="npm ci")
 
 
 def _require_node() -> str:
@@ -198,40 +197,7 @@ def _require_node() -> str:
 
 
 def _require(program: str) -> str:
-    path = shutil.which(program)
-    if path is None:
-        pytest.fail(
-            f"{program} is not on PATH: the browser tests need Node.js 20 or newer with npm, "
-            "and Chromium (`.ci/run` installs Chromium)",
-            pytrace=False,
-        )
-    return path
-
-
-def _run(
-    command: Sequence[str],
-    *,
-    cwd: Path,
-    env: dict[str, str] | None,
-    timeout: float,
-    what: str,
-) -> str:
-    """Run ``command``; its combined output, or a test failure showing it."""
-    try:
-        done = subprocess.run(
-            command,
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        # Always bytes, whatever ``text`` says.
-        partial = (exc.output or b"").decode(errors="replace")
-        pytest.fail(f"{what} did not finish within {timeout} s:\n{partial}", pytrace=False)
-    if done.returncode != 0:
-        pytest.fail(f"{what} exited with {done.returncode}:\n{done.stdout}", pytrace=False)
-    return done.stdout
+    return require(
+        program,
+        "the browser tests need Node.js 20 or newer with npm, and Chromium (`.ci/run` installs Chromium)",
+    )

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import pytest
 
 from bridge.scripted import SCRIPTED_MODELS
 from bridge.scripted.script import write_script
+from node_tools import require, run
 from servers import scripted_stack
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
@@ -82,17 +81,6 @@ def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
-def _require(program: str) -> str:
-    path = shutil.which(program)
-    if path is None:
-        pytest.fail(
-            f"{program} is not on PATH: this test runs the official AG-UI client and needs "
-            "Node.js 20 or newer with npm",
-            pytrace=False,
-        )
-    return path
-
-
 def _require_node_modules() -> None:
     if (NODE_DIR / "node_modules" / "@ag-ui" / "client" / "package.json").is_file():
         return
@@ -100,23 +88,11 @@ def _require_node_modules() -> None:
     _run([npm, "ci", "--no-audit", "--no-fund"], env=None, timeout=300, what="npm ci")
 
 
+def _require(program: str) -> str:
+    return require(
+        program, "this test runs the official AG-UI client and needs Node.js 20 or newer with npm"
+    )
+
+
 def _run(command: list[str], *, env: dict[str, str] | None, timeout: float, what: str) -> str:
-    """Run ``command`` in ``tests/node``; its combined output, or a test failure showing it."""
-    try:
-        done = subprocess.run(
-            command,
-            cwd=NODE_DIR,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        # Always bytes, whatever ``text`` says.
-        partial = (exc.output or b"").decode(errors="replace")
-        pytest.fail(f"{what} did not finish within {timeout} s:\n{partial}", pytrace=False)
-    if done.returncode != 0:
-        pytest.fail(f"{what} exited with {done.returncode}:\n{done.stdout}", pytrace=False)
-    return done.stdout
+    return run(command, cwd=NODE_DIR, env=env, timeout=timeout, what=what)

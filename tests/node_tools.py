@@ -1,0 +1,41 @@
+"""Running Node programs from pytest: a missing tool fails the test (never a skip), and a failing
+program fails it with its whole output."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+
+def require(program: str, why: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        pytest.fail(f"{program} is not on PATH: {why}", pytrace=False)
+    return path
+
+
+def run(
+    command: Sequence[str], *, cwd: Path, env: dict[str, str] | None, timeout: float, what: str
+) -> str:
+    """Run ``command``; its combined output, or a test failure showing it."""
+    try:
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        partial = (exc.output or b"").decode(errors="replace")  # always bytes here
+        pytest.fail(f"{what} did not finish within {timeout} s:\n{partial}", pytrace=False)
+    if done.returncode != 0:
+        pytest.fail(f"{what} exited with {done.returncode}:\n{done.stdout}", pytrace=False)
+    return done.stdout
