@@ -36,10 +36,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from bridge.config import BridgeConfig
+from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.encode import encode_event
 from bridge.errors import InvalidRunInputError
-from bridge.request import build_chat_request
+from bridge.request import build_chat_request, served_models
 from bridge.run import run_agent
 from bridge.stream import EventStreamResponse
 from bridge.upstream import UpstreamClient
@@ -89,7 +89,7 @@ class Bridge:
                     code="too_many_runs",
                 )
             run_input = await _read_run_input(request, self.config)
-            body = build_chat_request(run_input, self.config)
+            body = build_chat_request(run_input, self.config, await self._upstream_models())
         except InvalidRunInputError as exc:
             headers = {"Retry-After": "1"} if exc.status == 503 else None
             if exc.status == 401:
@@ -123,6 +123,11 @@ class Bridge:
         finally:
             self.active_runs -= 1
 
+    async def _upstream_models(self) -> list[str]:
+        if ANY_UPSTREAM_MODEL not in self.config.models:
+            return []
+        return await self.upstream.list_models()
+
     def _authorize(self, request: Request) -> None:
         token = self.config.auth_token
         if token is None:
@@ -144,7 +149,7 @@ class Bridge:
             return error_response(exc.status, exc.code, exc.message)
         props = await self.upstream.llama_cpp_props()
         custom: dict[str, Any] = {
-            "models": list(self.config.models),
+            "models": served_models(self.config, await self._upstream_models()),
             "reasoningHistory": self.config.reasoning_history,
             "reasoningScope": self.config.reasoning_scope,
         }

@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--models",
         default="",
-        help="comma-separated further models a client may pick with forwardedProps.model",
+        help="comma-separated further models a client may pick with forwardedProps.model "
+        "(and the demo page's picker); '*' admits every model the upstream lists at /v1/models",
     )
     serve.add_argument(
         "--api-key-env",

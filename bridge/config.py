@@ -12,6 +12,9 @@ from urllib.parse import urlsplit
 
 from bridge.translate import TranslateOptions
 
+#: In ``models``: every model the upstream lists.
+ANY_UPSTREAM_MODEL = "*"
+
 ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
 ReasoningScopePolicy = Literal["current-turn", "all", "last"]
 
@@ -50,7 +53,8 @@ class BridgeConfig:
     """The model asked for when the client names none."""
 
     models: tuple[str, ...] = ()
-    """Further models a client may choose with ``forwardedProps.model``."""
+    """Further models a client may choose with ``forwardedProps.model``; ``*`` admits every
+    model the upstream lists at ``GET /v1/models``."""
 
     api_key: str | None = field(default=None, repr=False)
     """Sent as ``Authorization: Bearer …``; never shown in logs or errors."""
@@ -142,6 +146,8 @@ class BridgeConfig:
             )
         object.__setattr__(self, "models", tuple(dict.fromkeys((self.model, *self.models))))
         unknown = set(self.translate_overrides) - set(self.models)
+        if ANY_UPSTREAM_MODEL in self.models:
+            unknown.clear()
         if unknown:
             raise ValueError(f"options given for models that are not served: {sorted(unknown)}")
 

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ag_ui.core import RunAgentInput
 
-from bridge.config import FORWARDED_PARAMS, BridgeConfig
+from bridge.config import ANY_UPSTREAM_MODEL, FORWARDED_PARAMS, BridgeConfig
 from bridge.errors import InvalidRunInputError
 from bridge.history import to_openai_messages, to_openai_tools
 
 
-def build_chat_request(run_input: RunAgentInput, config: BridgeConfig) -> dict[str, Any]:
+def build_chat_request(
+    run_input: RunAgentInput, config: BridgeConfig, upstream_models: Sequence[str] = ()
+) -> dict[str, Any]:
     """The streaming request for this run. ``forwardedProps`` may set only the allow-listed
     parameters (``FORWARDED_PARAMS``) and ``model`` among the configured models; anything else
     there is ignored, and nothing a client sends reaches the URL or the headers."""
     forwarded = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
     model = forwarded.get("model", config.model)
-    if model not in config.models:
+    allowed = served_models(config, upstream_models)
+    if model not in allowed:
         raise InvalidRunInputError(
-            f"model {model!r} is not served here; choose one of: {', '.join(config.models)}"
+            f"model {model!r} is not served here; choose one of: {', '.join(allowed)}"
         )
     try:
         messages = to_openai_messages(
@@ -39,3 +43,11 @@ def build_chat_request(run_input: RunAgentInput, config: BridgeConfig) -> dict[s
     for key in sorted(FORWARDED_PARAMS.intersection(forwarded)):
         body[key] = forwarded[key]
     return body
+
+
+def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> list[str]:
+    """The models a client may pick: the configured ones, and the upstream's list for ``*``."""
+    named = [model for model in config.models if model != ANY_UPSTREAM_MODEL]
+    if ANY_UPSTREAM_MODEL in config.models:
+        named += upstream_models
+    return list(dict.fromkeys(named))

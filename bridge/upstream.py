@@ -31,6 +31,7 @@ from bridge.sse import chunk_from_sse
 _MAX_ERROR_BODY = 64 * 1024
 # Failures that say "not now" rather than "no": worth another try before the answer began.
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
+_MODELS_TTL = 60.0
 
 
 class UpstreamClient:
@@ -55,6 +56,7 @@ class UpstreamClient:
             trust_env=True,  # HTTP(S)_PROXY etc., as the openai SDK honours them
         )
         self._props: dict[str, Any] | None = None
+        self._models: tuple[float, list[str]] | None = None
         self._props_read = False
 
     async def aclose(self) -> None:
@@ -133,6 +135,22 @@ class UpstreamClient:
     def _backoff(self, attempt: int) -> float:
         # Exponential, with jitter so that many runs failing together do not retry together.
         return float(self._config.retry_backoff * 2**attempt * random.uniform(0.5, 1.5))
+
+    async def list_models(self) -> list[str]:
+        """The upstream's ``GET /v1/models`` ids, cached for a minute; empty if it has none."""
+        now = time.monotonic()
+        if self._models is None or now - self._models[0] > _MODELS_TTL:
+            ids: list[str] = []
+            try:
+                response = await self._client.get(
+                    f"{self._config.upstream_url}/models", timeout=5.0
+                )
+                data = response.json().get("data", []) if response.status_code == 200 else []
+                ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
+            except (httpx.HTTPError, ValueError, AttributeError):
+                pass
+            self._models = (now, ids)
+        return self._models[1]
 
     async def llama_cpp_props(self) -> dict[str, Any] | None:
         """llama.cpp's ``GET /props`` (read once and cached), or ``None`` for other servers."""

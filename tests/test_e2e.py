@@ -338,3 +338,24 @@ def test_mounted_under_a_parent_app(stack: Stack, style: str) -> None:
         if style == "plain-mount":  # a bare Mount redirects POST /agent to /agent/ (307)
             response = httpx.post(f"{url}/agent", json={}, follow_redirects=False)
             assert response.status_code == 307
+
+
+def test_star_admits_every_model_the_upstream_lists() -> None:
+    with scripted_stack(model="scripted-plain", models=("*",)) as running:
+        caps = httpx.get(f"{running.bridge_url}/capabilities").json()
+        assert caps["custom"]["models"] == list(SCRIPTED_MODELS)[-1:] + list(SCRIPTED_MODELS)[:-1]
+        frames = post(
+            f"{running.bridge_url}/",
+            run_input(
+                [{"id": "u", "role": "user", "content": "Hi"}],
+                forwardedProps={"model": "scripted-openrouter"},
+            ),
+        )
+        assert frames[-1]["type"] == "RUN_FINISHED"
+        refused = httpx.post(
+            f"{running.bridge_url}/",
+            json=run_input(
+                [{"id": "u", "role": "user", "content": "Hi"}], forwardedProps={"model": "gpt-9"}
+            ),
+        )
+        assert refused.status_code == 400
