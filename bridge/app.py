@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
@@ -90,6 +90,8 @@ class Bridge:
                 )
             run_input = await _read_run_input(request, self.config)
             body = build_chat_request(run_input, self.config, await self._upstream_models())
+        except ClientDisconnect:
+            return Response(status_code=400)  # gone while sending its body: nobody to answer
         except InvalidRunInputError as exc:
             headers = {"Retry-After": "1"} if exc.status == 503 else None
             if exc.status == 401:

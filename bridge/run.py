@@ -19,7 +19,7 @@ from ag_ui.core import (
 )
 
 from bridge.errors import BridgeError, InternalError, UpstreamTruncatedError
-from bridge.translate import ChatStreamTranslator, TranslateOptions, TurnOutcome
+from bridge.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
 from bridge.upstream import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
@@ -55,6 +55,8 @@ async def run_agent(
                 events = translator.feed(chunk)
                 if events:
                     yield events
+                if chunk == DONE:
+                    break  # the answer is complete; whatever a server sends after it is not ours
     except BridgeError as exc:
         error = exc
     except Exception:  # a bug of ours: the client gets a clean RUN_ERROR, the log the traceback

@@ -104,10 +104,18 @@ class UpstreamClient:
                     self._client.build_request("POST", url, json=body), stream=True
                 )
             except httpx.HTTPError as exc:
-                error = self._translate(exc)
-                retryable = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                # Nothing of an answer was received: a dropped connection (a pooled keep-alive
+                # connection the server had closed, say) is as retryable as a refused one.
+                retryable = isinstance(
+                    exc,
+                    httpx.ConnectError
+                    | httpx.ConnectTimeout
+                    | httpx.RemoteProtocolError
+                    | httpx.ReadError
+                    | httpx.WriteError,
+                )
                 if not retryable or attempt >= self._config.retries:
-                    raise error from exc
+                    raise self._translate(exc, answering=False) from exc
                 await anyio.sleep(self._backoff(attempt))
                 attempt += 1
                 continue
@@ -180,7 +188,7 @@ class UpstreamClient:
             message = f"{message} (the upstream asks to retry after {retry_after:.0f} s)"
         return UpstreamHTTPError(response.status_code, message, body=body, retry_after=retry_after)
 
-    def _translate(self, exc: httpx.HTTPError) -> BridgeError:
+    def _translate(self, exc: httpx.HTTPError, *, answering: bool = True) -> BridgeError:
         if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
             return UpstreamTimeoutError(
                 f"could not connect to the upstream at {self._where} within "
@@ -192,6 +200,10 @@ class UpstreamClient:
             )
         if isinstance(exc, httpx.ConnectError):
             return UpstreamConnectionError(f"could not connect to the upstream at {self._where}")
+        if not answering and isinstance(exc, httpx.TransportError):
+            return UpstreamConnectionError(
+                f"the upstream at {self._where} closed the connection without answering"
+            )
         if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
             return UpstreamTruncatedError(
                 f"the upstream at {self._where} closed the connection mid-answer"
@@ -255,21 +267,33 @@ class _LineLimit(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         limit = self._limit
         async for piece in self._stream:
-            lines = (
-                piece.replace(b"\r", b"\n").split(b"\n") if b"\r" in piece else piece.split(b"\n")
-            )
+            text = piece.replace(b"\r", b"\n") if b"\r" in piece else piece
+            lines = text.split(b"\n")
             if len(lines) == 1:
                 self._line += len(piece)
+                if self._line > limit:
+                    self._fail()
             else:
-                longest = self._line + len(lines[0])
+                longest = max(self._line + len(lines[0]), len(lines[-1]))
                 if len(piece) > limit:  # only then can a line inside one piece be too long
                     longest = max([longest, *map(len, lines[1:-1])])
-                self._line = len(lines[-1])
                 if longest > limit:
+                    # Hand on the complete lines before the long one: their events are good.
+                    complete = self._complete_before_overflow(lines)
+                    if complete:
+                        yield piece[:complete]
                     self._fail()
-            if self._line > limit:
-                self._fail()
+                self._line = len(lines[-1])
             yield piece
+
+    def _complete_before_overflow(self, lines: list[bytes]) -> int:
+        offset, carried = 0, self._line
+        for line in lines:
+            if carried + len(line) > self._limit:
+                break
+            offset += len(line) + 1
+            carried = 0
+        return offset
 
     def _fail(self) -> None:
         raise UpstreamProtocolError(f"the upstream sent a line longer than {self._limit} bytes")
