@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bridge.scripted import SCRIPTED_MODELS
@@ -50,6 +51,26 @@ def test_official_client_accepts_every_scripted_model() -> None:
     assert len(requests) == RUNS_PER_MODEL * len(SCRIPTED_MODELS), "one upstream request per run"
     for model in SCRIPTED_MODELS:
         _check_tool_loop_requests(model, [r for r in requests if r["model"] == model])
+
+
+def test_official_client_ignores_keep_alive_comments() -> None:
+    """Keep-alive comments between every chunk: the official client must not mind them."""
+    node = _require("node")
+    _require_node_modules()
+    model = "scripted-openrouter"
+    with scripted_stack(pace=0.02, keepalive_interval=0.005) as stack:
+        body = {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "u", "role": "user", "content": "Hi"}],
+        }
+        assert b": keep-alive" in httpx.post(f"{stack.bridge_url}/", json=body, timeout=30).content
+        env = {**os.environ, "AGUI_BRIDGE_URL": f"{stack.bridge_url}/", "AGUI_MODELS": model}
+        output = _run(
+            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
+        )
+    if not re.search(r"^# fail 0$", output, re.MULTILINE):
+        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
 
 
 def _check_tool_loop_requests(model: str, requests: list[dict[str, Any]]) -> None:

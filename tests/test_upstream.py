@@ -219,3 +219,29 @@ def test_bad_flag_values_are_clear_errors() -> None:
     assert result.returncode == 2
     assert "upstream_url must be an http(s) URL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "words"),
+    [
+        (httpx.ConnectError("[Errno -2] Name or service not known"), "upstream_unreachable", "could not connect"),
+        (httpx.ConnectTimeout("timed out"), "upstream_timeout", "within 10 s"),
+    ],
+    ids=["dns-failure", "connect-timeout"],
+)  # fmt: skip
+def test_dns_failure_and_connect_timeout(failure: Exception, code: str, words: str) -> None:
+    # Off-loopback addresses are out of bounds here: these two are raised by a mock transport.
+    calls = []
+
+    def fail(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise failure
+
+    config = BridgeConfig(upstream_url="http://model.internal:8080/v1", model="m", retry_backoff=0)
+    app = create_app(config, transport=httpx.MockTransport(fail))
+    with serve(app) as bridge:
+        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_body()).text))
+    assert frames[-1]["code"] == code
+    assert words in frames[-1]["message"]
+    assert "model.internal:8080" in frames[-1]["message"]
+    assert len(calls) == 1 + config.retries  # retried: nothing of an answer had begun
