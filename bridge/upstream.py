@@ -25,7 +25,7 @@ from bridge.errors import (
     UpstreamTimeoutError,
     UpstreamTruncatedError,
 )
-from bridge.sse import chunk_from_sse
+from bridge.sse import chunk_from_sse, without_lone_surrogates
 
 # An error body is read for its message only; a server sending megabytes of HTML is cut off.
 _MAX_ERROR_BODY = 64 * 1024
@@ -218,7 +218,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
         raise UpstreamProtocolError("the upstream answered with JSON that does not parse") from exc
     if not isinstance(data, dict):
         raise UpstreamProtocolError("the upstream answered with JSON that is not an object")
-    return data
+    return dict(without_lone_surrogates(data))
 
 
 def _error_message(body: str) -> str | None:

@@ -285,3 +285,11 @@ async def test_async_form_gives_the_same_events() -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_lone_surrogate_escapes_from_upstream_do_not_break_the_stream() -> None:
+    from helpers import sse_chunks_from_bytes
+
+    body = b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud800b \\ud83d\\ude42"},"finish_reason":"stop"}]}\n\n'
+    result = run(sse_chunks_from_bytes([body]))
+    assert result.text == "a\ufffdb \U0001f642"
