@@ -80,3 +80,18 @@ def scripted_stack(*, pace: float = 0.0, **overrides: Any) -> Iterator[Stack]:
         config = scripted_config(upstream_url, **overrides)
         with serve(create_app(config)) as bridge_url:
             yield Stack(upstream_url, bridge_url, upstream_app, config)
+
+
+def run_input(messages: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    """A RunAgentInput body as a frontend sends it (one user "Hi" unless messages are given)."""
+    body: dict[str, Any] = {
+        "threadId": "thread-1",
+        "runId": f"run-{time.monotonic_ns()}",
+        "messages": messages or [{"id": "u", "role": "user", "content": "Hi"}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+    body.update(extra)
+    return body

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from starlette.routing import Mount
 from agui_rules import check_frames, parse_body
 from bridge.app import create_app, mount
 from bridge.scripted import SCRIPTED_MODELS
-from servers import Stack, scripted_config, scripted_stack, serve
+from servers import Stack, run_input, scripted_config, scripted_stack, serve
 
 TOOLS = [
     {
@@ -47,20 +46,6 @@ REASONING_MODELS = [m for m in SCRIPTED_MODELS if m != "scripted-plain"]
 def stack() -> Iterator[Stack]:
     with scripted_stack() as running:
         yield running
-
-
-def run_input(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    body = {
-        "threadId": "thread-1",
-        "runId": f"run-{time.monotonic_ns()}",
-        "messages": messages,
-        "tools": [],
-        "context": [],
-        "state": {},
-        "forwardedProps": {},
-    }
-    body.update(extra)
-    return body
 
 
 def post(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -23,23 +23,9 @@ from starlette.routing import Route
 
 from agui_rules import check_frames, parse_body
 from bridge.app import create_app
-from servers import Stack, free_port, scripted_config, scripted_stack, serve
+from servers import Stack, free_port, run_input, scripted_config, scripted_stack, serve
 
 SECRET = "sk-secret-do-not-leak-4242"
-
-
-def run_body(**extra: Any) -> dict[str, Any]:
-    body = {
-        "threadId": "t",
-        "runId": "r",
-        "messages": [{"id": "u", "role": "user", "content": "Hi"}],
-        "tools": [],
-        "context": [],
-        "state": {},
-        "forwardedProps": {},
-    }
-    body.update(extra)
-    return body
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +52,7 @@ def test_no_request_field_changes_the_upstream_url_headers_or_key(stack: Stack) 
         seen = len(stack.upstream_requests)
         response = httpx.post(
             f"{stack.bridge_url}/",
-            json=run_body(
+            json=run_input(
                 forwardedProps=steer,
                 state={"upstream_url": trap, "headers": {"X-Evil": "1"}},
                 context=[{"description": "upstream_url", "value": trap}],
@@ -90,15 +76,15 @@ def test_the_key_never_appears_in_events_errors_or_logs(
     stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    texts = [httpx.post(f"{stack.bridge_url}/", json=run_body(), timeout=30).text]
+    texts = [httpx.post(f"{stack.bridge_url}/", json=run_input(), timeout=30).text]
     texts.append(httpx.get(f"{stack.bridge_url}/capabilities").text)
     # Errors too: a model the upstream refuses (HTTP 404 with a message) and an unreachable one.
     config = scripted_config(stack.upstream_url, api_key=SECRET, model="nope")
     with serve(create_app(config)) as url:
-        texts.append(httpx.post(f"{url}/", json=run_body(), timeout=30).text)
+        texts.append(httpx.post(f"{url}/", json=run_input(), timeout=30).text)
     closed = free_port()
     with serve(create_app(scripted_config(f"http://127.0.0.1:{closed}", api_key=SECRET))) as url:
-        texts.append(httpx.post(f"{url}/", json=run_body(), timeout=30).text)
+        texts.append(httpx.post(f"{url}/", json=run_input(), timeout=30).text)
     assert "RUN_ERROR" in texts[2] and "RUN_ERROR" in texts[3]
     texts.append(caplog.text)
     texts.append(repr(config))
@@ -112,7 +98,7 @@ def test_cors_is_closed_by_default(stack: Stack) -> None:
     )
     assert "access-control-allow-origin" not in preflight.headers
     response = httpx.post(
-        f"{stack.bridge_url}/", json=run_body(), headers={"Origin": "https://evil.example"}
+        f"{stack.bridge_url}/", json=run_input(), headers={"Origin": "https://evil.example"}
     )
     assert "access-control-allow-origin" not in response.headers
 
@@ -135,13 +121,15 @@ def test_auth_token() -> None:
     with scripted_stack(auth_token="t0ken") as running:
         url = f"{running.bridge_url}/"
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic t0ken"}):
-            refused = httpx.post(url, json=run_body(), headers=headers)
+            refused = httpx.post(url, json=run_input(), headers=headers)
             assert refused.status_code == 401
             assert refused.json()["error"]["code"] == "unauthorized"
             assert refused.headers["www-authenticate"] == "Bearer"
         assert httpx.get(f"{running.bridge_url}/capabilities").status_code == 401
         assert httpx.get(f"{running.bridge_url}/health").status_code == 200  # for load balancers
-        ok = httpx.post(url, json=run_body(), headers={"Authorization": "Bearer t0ken"}, timeout=30)
+        ok = httpx.post(
+            url, json=run_input(), headers={"Authorization": "Bearer t0ken"}, timeout=30
+        )
         assert check_frames(parse_body(ok.text))[-1]["type"] == "RUN_FINISHED"
 
 
@@ -150,16 +138,16 @@ def test_concurrent_run_cap_answers_503_with_retry_after() -> None:
         scripted_stack(max_concurrent_runs=1, pace=0.05) as running,
         httpx.Client(timeout=30) as client,
         # One slow run holds the only place.
-        client.stream("POST", f"{running.bridge_url}/", json=run_body()) as first,
+        client.stream("POST", f"{running.bridge_url}/", json=run_input()) as first,
     ):
         lines = first.iter_lines()  # kept: a dropped iterator closes the response
         next(lines)
-        refused = httpx.post(f"{running.bridge_url}/", json=run_body())
+        refused = httpx.post(f"{running.bridge_url}/", json=run_input())
         assert refused.status_code == 503
         assert refused.headers["retry-after"] == "1"
         assert refused.json()["error"]["code"] == "too_many_runs"
         list(lines)  # let the first run finish
-        again = httpx.post(f"{running.bridge_url}/", json=run_body(), timeout=30)
+        again = httpx.post(f"{running.bridge_url}/", json=run_input(), timeout=30)
         assert again.status_code == 200
 
 
@@ -167,7 +155,7 @@ def test_concurrent_run_cap_answers_503_with_retry_after() -> None:
     ("content", "headers", "status", "code"),
     [
         (b"x" * 2048, {"content-type": "application/json"}, 413, "body_too_large"),
-        (json.dumps(run_body(messages=[{"id": str(i), "role": "user", "content": "a"} for i in range(11)])).encode(), {"content-type": "application/json"}, 413, "too_many_messages"),
+        (json.dumps(run_input(messages=[{"id": str(i), "role": "user", "content": "a"} for i in range(11)])).encode(), {"content-type": "application/json"}, 413, "too_many_messages"),
         (b"threadId=t", {"content-type": "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"),
         (b"\xff\xfe", {"content-type": "application/json"}, 400, "invalid_json"),
         (b"[]", {"content-type": "application/json"}, 422, "invalid_input"),
@@ -241,14 +229,14 @@ def test_sigterm_refuses_new_runs_and_ends_running_ones_with_shutting_down() -> 
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "the demo did not start"
                 time.sleep(0.1)
-        with httpx.stream("POST", url, json=run_body(), timeout=30) as running:
+        with httpx.stream("POST", url, json=run_input(), timeout=30) as running:
             lines = running.iter_lines()
             assert "RUN_STARTED" in next(line for line in lines if line)
             signalled = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.3)
             with pytest.raises(httpx.TransportError):  # the listener is closed: refused
-                httpx.post(url, json=run_body(), timeout=5)
+                httpx.post(url, json=run_input(), timeout=5)
             rest = "\n".join(lines)
             ended = time.monotonic() - signalled
         assert '"code":"shutting_down"' in rest

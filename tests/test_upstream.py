@@ -21,7 +21,7 @@ from agui_rules import check_frames, parse_body
 from bridge.app import create_app
 from bridge.config import BridgeConfig
 from helpers import FIXTURES
-from servers import free_port, serve
+from servers import free_port, run_input, serve
 
 USER = {"id": "u", "role": "user", "content": "What is the weather in Paris?"}
 
@@ -59,18 +59,6 @@ def replay_server(
     return app, seen
 
 
-def run_body() -> dict[str, Any]:
-    return {
-        "threadId": "t",
-        "runId": "r",
-        "messages": [USER],
-        "tools": [],
-        "context": [],
-        "state": {},
-        "forwardedProps": {},
-    }
-
-
 @pytest.fixture
 def key_env() -> Iterator[None]:
     os.environ["AGUI_TEST_KEY"] = "sk-test-123"
@@ -83,7 +71,7 @@ def test_bearer_key_model_and_stream_options_are_sent() -> None:
     with serve(upstream) as url:
         config = BridgeConfig(upstream_url=f"{url}/v1", model="qwen3", api_key="sk-test-123")
         with serve(create_app(config)) as bridge:
-            frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_body()).text))
+            frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_input([USER])).text))
     assert seen[0]["headers"]["authorization"] == "Bearer sk-test-123"
     assert seen[0]["body"]["model"] == "qwen3"
     assert seen[0]["body"]["stream"] is True
@@ -98,7 +86,7 @@ def test_stream_options_refused_is_retried_without_them() -> None:
         serve(upstream) as url,
         serve(create_app(BridgeConfig(upstream_url=f"{url}/v1", model="m"))) as bridge,
     ):
-        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_body()).text))
+        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_input([USER])).text))
     assert [("stream_options" in s["body"]) for s in seen] == [True, False]
     assert frames[-1]["type"] == "RUN_FINISHED"
 
@@ -116,7 +104,7 @@ def test_recorded_http_errors_become_run_errors(name: str, code: str, message: s
         serve(upstream) as url,
         serve(create_app(BridgeConfig(upstream_url=f"{url}/v1", model="m"))) as bridge,
     ):
-        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_body()).text))
+        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_input([USER])).text))
     assert frames[-1] == {"type": "RUN_ERROR", "message": message, "code": code}
 
 
@@ -126,7 +114,7 @@ def test_plain_json_answer_to_a_streaming_request_goes_through_the_same_path() -
         serve(upstream) as url,
         serve(create_app(BridgeConfig(upstream_url=f"{url}/v1", model="m"))) as bridge,
     ):
-        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_body()).text))
+        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_input([USER])).text))
     assert frames[-1]["outcome"]["pendingToolCallIds"]
     assert [f["toolCallName"] for f in frames if f["type"] == "TOOL_CALL_START"] == [
         "get_time",
@@ -162,7 +150,9 @@ def test_cli_serve_demo_and_scripted_upstream(key_env: None) -> None:
             _wait_for(port)
         assert "scripted-plain" in httpx.get(f"http://127.0.0.1:{scripted_port}/v1/models").text
         for port in (demo_port, serve_port):
-            response = httpx.post(f"http://127.0.0.1:{port}/agent", json=run_body(), timeout=30)
+            response = httpx.post(
+                f"http://127.0.0.1:{port}/agent", json=run_input([USER]), timeout=30
+            )
             frames = check_frames(parse_body(response.text))
             assert frames[-1]["type"] == "RUN_FINISHED"
             assert any(f["type"] == "REASONING_MESSAGE_CONTENT" for f in frames)
@@ -240,7 +230,7 @@ def test_dns_failure_and_connect_timeout(failure: Exception, code: str, words: s
     config = BridgeConfig(upstream_url="http://model.internal:8080/v1", model="m", retry_backoff=0)
     app = create_app(config, transport=httpx.MockTransport(fail))
     with serve(app) as bridge:
-        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_body()).text))
+        frames = check_frames(parse_body(httpx.post(f"{bridge}/", json=run_input([USER])).text))
     assert frames[-1]["code"] == code
     assert words in frames[-1]["message"]
     assert "model.internal:8080" in frames[-1]["message"]
