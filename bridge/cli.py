@@ -157,6 +157,13 @@ def _add_translate(parser: argparse.ArgumentParser) -> None:
         "--include-state", action="store_true", help="send the run's state to the model as context"
     )
     group.add_argument(
+        "--upstream-stream",
+        choices=["on", "off"],
+        default="on",
+        help="ask the upstream to stream (default on); off for servers whose streaming breaks "
+        "with tools: whole answers go through the same translation",
+    )
+    group.add_argument(
         "--no-usage",
         action="store_true",
         help="do not ask for stream_options.include_usage (for servers that reject it)",
@@ -245,6 +252,7 @@ def _config(
         reasoning_scope=args.reasoning_scope,
         include_state=args.include_state,
         include_usage=not args.no_usage,
+        upstream_stream=args.upstream_stream == "on",
         retries=args.retries,
         retry_after_cap=args.retry_after_cap,
         keepalive_interval=args.keepalive_interval,

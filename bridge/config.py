@@ -87,6 +87,10 @@ class BridgeConfig:
     include_usage: bool = True
     """Ask for ``stream_options.include_usage`` (retried without it if the server refuses)."""
 
+    upstream_stream: bool = True
+    """Ask the upstream to stream. Off for servers whose streaming breaks with tools: the whole
+    answer then goes through the same decoder, filters and emitter as one big chunk."""
+
     retries: int = 2
     """Retries of a request that failed before the answer began: connection errors, HTTP 429,
     502, 503, 504. Never once streaming began, so nothing is ever sent twice."""

@@ -35,8 +35,8 @@ def build_chat_request(
         )
     except ValueError as exc:
         raise InvalidRunInputError(str(exc)) from exc
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
-    if config.include_usage:
+    body: dict[str, Any] = {"model": model, "messages": messages, "stream": config.upstream_stream}
+    if config.include_usage and config.upstream_stream:
         body["stream_options"] = {"include_usage": True}
     if run_input.tools:
         body["tools"] = to_openai_tools(run_input.tools)

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -344,3 +345,31 @@ def test_star_admits_every_model_the_upstream_lists() -> None:
             ),
         )
         assert refused.status_code == 400
+
+
+@pytest.mark.parametrize("model", SCRIPTED_MODELS)
+def test_upstream_stream_off_gives_what_streaming_gives(stack: Stack, model: str) -> None:
+    """--upstream-stream off: whole answers through the same decoder, filters and emitter."""
+    history: list[dict[str, Any]] = [{"id": "u1", "role": "user", "content": ASK_TOOLS}]
+    body = run_input(history, tools=TOOLS, forwardedProps={"model": model})
+    streamed = post(f"{stack.bridge_url}/", body)
+    with serve(create_app(replace(stack.config, upstream_stream=False))) as url:
+        seen = len(stack.upstream_requests)
+        whole = post(f"{url}/", body)
+        assert stack.upstream_requests[seen]["stream"] is False
+        assert "stream_options" not in stack.upstream_requests[seen]
+
+    def seen_by_user(frames: list[dict[str, Any]]) -> tuple[Any, ...]:
+        calls = [m.get("toolCalls") for m in messages_from(frames) if m["role"] == "assistant"]
+        strip = [
+            [(c["function"]["name"], c["function"]["arguments"]) for c in cs or []] for cs in calls
+        ]
+        return (
+            joined(frames, "REASONING_MESSAGE_CONTENT"),
+            joined(frames, "TEXT_MESSAGE_CONTENT"),
+            strip,
+            frames[-1]["type"],
+            frames[-1].get("result"),
+        )
+
+    assert seen_by_user(whole) == seen_by_user(streamed)
