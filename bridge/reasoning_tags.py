@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from bridge.markers import MarkerSet
 from bridge.parts import Reasoning, Text
 
 TagPair = tuple[str, str]
@@ -91,14 +92,11 @@ class ReasoningTagFilter:
         if not pairs:
             raise ValueError("at least one reasoning tag pair is needed")
         self._close_of = dict(pairs)
-        self._closes = tuple(dict.fromkeys(close for _, close in pairs))
-        self._text_markers = tuple(dict.fromkeys([*self._close_of, *self._closes]))
-        self._first_chars = frozenset(marker[0] for marker in self._text_markers)
-        self._longest = max(len(marker) for marker in self._text_markers)
+        self._closes = MarkerSet(close for _, close in pairs)
+        self._text_markers = MarkerSet([*self._close_of, *self._closes.markers])
+        self._close_markers = {close: MarkerSet([close]) for close in self._closes.markers}
         # In reasoning: the closing tags that end it (all of them when the template opened it).
-        self._reasoning_markers: tuple[str, ...] | None = (
-            self._closes if starts_in_reasoning else None
-        )
+        self._reasoning_markers: MarkerSet | None = self._closes if starts_in_reasoning else None
         self._strip_whitespace = starts_in_reasoning
         self._held = ""
         self._started = False
@@ -136,9 +134,9 @@ class ReasoningTagFilter:
             markers = (
                 self._text_markers if self._reasoning_markers is None else self._reasoning_markers
             )
-            position, marker = self._find(text, markers)
+            position, marker = markers.find(text)
             if not marker:
-                keep = self._partial_tag_length(text, markers)
+                keep = markers.partial_length(text)
                 if keep:
                     self._held = text[-keep:]
                     text = text[:-keep]
@@ -161,30 +159,8 @@ class ReasoningTagFilter:
 
     def _switch(self, marker: str) -> None:
         if self._reasoning_markers is None and marker in self._close_of:
-            self._reasoning_markers = (self._close_of[marker],)
+            self._reasoning_markers = self._close_markers[self._close_of[marker]]
         else:
             # A closing tag: leaves reasoning, or is an orphan marker in text (dropped).
             self._reasoning_markers = None
         self._strip_whitespace = True
-
-    def _find(self, text: str, markers: tuple[str, ...]) -> tuple[int, str]:
-        if not any(char in text for char in self._first_chars):
-            return -1, ""
-        best, found = len(text), ""
-        for marker in markers:
-            position = text.find(marker, 0, best + len(marker))
-            if position != -1 and (
-                position < best or (position == best and len(marker) > len(found))
-            ):
-                best, found = position, marker
-        return best, found
-
-    def _partial_tag_length(self, text: str, markers: tuple[str, ...]) -> int:
-        """Length of the longest suffix of ``text`` that is a proper prefix of a marker."""
-        start = max(0, len(text) - self._longest + 1)
-        for i in range(start, len(text)):
-            if text[i] in self._first_chars:
-                suffix = text[i:]
-                if any(marker.startswith(suffix) for marker in markers):
-                    return len(text) - i
-        return 0

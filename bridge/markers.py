@@ -1,0 +1,41 @@
+"""Finding literal markers (tags, special tokens) in streamed text without rescanning it.
+
+Shared by the reasoning-tag filter and the text tool-call parsers: find the earliest marker in
+the text at hand, and otherwise tell how long a suffix could still grow into one (that much is
+held back until the next chunk decides it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class MarkerSet:
+    def __init__(self, markers: Iterable[str]) -> None:
+        self.markers = tuple(dict.fromkeys(markers))
+        if not self.markers or not all(self.markers):
+            raise ValueError("markers must be non-empty strings")
+        self._first_chars = frozenset(marker[0] for marker in self.markers)
+        self._longest = max(len(marker) for marker in self.markers)
+
+    def find(self, text: str) -> tuple[int, str]:
+        """The earliest marker in ``text`` (the longest one at a tie), or ``(-1, "")``."""
+        if not any(char in text for char in self._first_chars):
+            return -1, ""
+        best, found = len(text), ""
+        for marker in self.markers:
+            position = text.find(marker, 0, best + len(marker))
+            if position != -1 and (
+                position < best or (position == best and len(marker) > len(found))
+            ):
+                best, found = position, marker
+        return (best, found) if found else (-1, "")
+
+    def partial_length(self, text: str) -> int:
+        """Length of the longest suffix of ``text`` that is a proper prefix of a marker."""
+        for i in range(max(0, len(text) - self._longest + 1), len(text)):
+            if text[i] in self._first_chars:
+                suffix = text[i:]
+                if any(marker.startswith(suffix) for marker in self.markers):
+                    return len(text) - i
+        return 0
