@@ -127,6 +127,14 @@ def _add_translate(parser: argparse.ArgumentParser) -> None:
         f"{', '.join(KNOWN_REASONING_TAGS)}, or OPEN...CLOSE (default: think)",
     )
     group.add_argument(
+        "--text-tool-format",
+        choices=["auto", "none", "hermes"],
+        default="auto",
+        help="tool calls the model writes as text in content: hermes reads "
+        "<tool_call>{...}</tool_call>; auto does so only when the request offered tools "
+        "(default); none never",
+    )
+    group.add_argument(
         "--starts-in-reasoning",
         action="store_true",
         help="the chat template opens the reasoning tag in the prompt: content starts inside "
@@ -237,6 +245,7 @@ def _config(
     translate = TranslateOptions(
         reasoning_tags=[tag for tag in args.reasoning_tags.split(",") if tag],
         starts_in_reasoning=args.starts_in_reasoning,
+        text_tool_format=args.text_tool_format,
     )
     open_tag = replace(translate, starts_in_reasoning=True)
     return BridgeConfig(

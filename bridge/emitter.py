@@ -31,11 +31,12 @@ from ag_ui.core import (
     TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
+    ToolCallResultEvent,
     ToolCallStartEvent,
 )
 
 from bridge.errors import UpstreamProtocolError
-from bridge.parts import ToolCallDelta
+from bridge.parts import BrokenToolCall, ToolCallDelta
 
 IdFactory = Callable[[str], str]
 """Makes a fresh id from a prefix (``msg``, ``rsn``, ``call``)."""
@@ -179,6 +180,26 @@ class EventEmitter:
         if call.pending:
             out.append(ToolCallArgsEvent(tool_call_id=call_id, delta="".join(call.pending)))
             call.pending.clear()
+
+    def broken_call(self, broken: BrokenToolCall, out: list[BaseEvent]) -> bool:
+        """End a call that turned out unreadable and answer it with an error result, so that
+        the frontend does not run it and the model sees what went wrong next turn. ``False``
+        when it had not started (nothing was shown: the caller shows its text instead)."""
+        call = self._calls.pop(broken.index, None)
+        if call is None or not call.started:
+            return False
+        self._open_calls.remove(call)
+        self.tool_call_ids.remove(call.id)
+        out.append(ToolCallEndEvent(tool_call_id=call.id))
+        out.append(
+            ToolCallResultEvent(
+                message_id=self._new_id("msg"),
+                tool_call_id=call.id,
+                role="tool",
+                content=f"The model's tool call could not be read ({broken.reason}): {broken.text}",
+            )
+        )
+        return True
 
     # -- end of turn --------------------------------------------------------------------
     def close(self, out: list[BaseEvent]) -> None:

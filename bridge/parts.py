@@ -36,6 +36,15 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokenToolCall:
+    """A call written as text that turned out unreadable after its name was already shown."""
+
+    index: int
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class EncryptedReasoning:
     """An opaque reasoning artefact (encrypted reasoning, or a signature) to hand back later."""
 
@@ -56,4 +65,4 @@ class Finish:
     reason: str
 
 
-Part = Reasoning | Text | ToolCallDelta | EncryptedReasoning | Usage | Finish
+Part = Reasoning | Text | ToolCallDelta | BrokenToolCall | EncryptedReasoning | Usage | Finish

@@ -45,7 +45,7 @@ async def run_agent(
             protocol_version=PROTOCOL_VERSION,
         )
     ]
-    translator = ChatStreamTranslator(options)
+    translator = ChatStreamTranslator(options, tools_offered=bool(body.get("tools")))
     error: BridgeError | None = None
     try:
         # aclosing: a client that goes away cancels us here, and the upstream request is closed

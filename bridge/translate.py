@@ -8,20 +8,30 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ag_ui.core import BaseEvent, TokenUsage
 
 from bridge.decode import decode_chat_chunk
 from bridge.emitter import EventEmitter, IdFactory, random_id
 from bridge.errors import BridgeError, UpstreamProtocolError, UpstreamTruncatedError
-from bridge.parts import EncryptedReasoning, Finish, Part, Reasoning, Text, ToolCallDelta, Usage
+from bridge.parts import (
+    BrokenToolCall,
+    EncryptedReasoning,
+    Finish,
+    Part,
+    Reasoning,
+    Text,
+    ToolCallDelta,
+    Usage,
+)
 from bridge.reasoning_tags import (
     DEFAULT_REASONING_TAGS,
     ReasoningTagFilter,
     TagPair,
     resolve_reasoning_tags,
 )
+from bridge.text_tools import HermesToolCalls
 
 DONE = "[DONE]"
 """The SSE data line that ends an OpenAI-compatible stream; ``feed(DONE)`` records it."""
@@ -50,6 +60,11 @@ class TranslateOptions:
     (``think``, ``thinking``, ``reasoning``, ``thought``, ``THINK``, ``seed:think``) or
     ``(open, close)`` pairs. Default: ``<think>…</think>``."""
 
+    text_tool_format: Literal["auto", "none", "hermes"] = "auto"
+    """Tool calls the model writes as text in ``content`` (no server-side tool parser):
+    ``hermes`` reads ``<tool_call>{…}</tool_call>``; ``auto`` does so only when the request
+    offered tools and only at the format's opening marker; ``none`` never."""
+
     starts_in_reasoning: bool = False
     """The chat template opens the reasoning tag in the prompt, so the content starts inside
     reasoning and only the closing tag arrives (DeepSeek-R1 distills, Qwen3 2507 thinking).
@@ -57,6 +72,10 @@ class TranslateOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reasoning_tags", resolve_reasoning_tags(self.reasoning_tags))
+        if self.text_tool_format not in ("auto", "none", "hermes"):
+            raise ValueError(
+                f"text_tool_format must be auto, none or hermes, not {self.text_tool_format!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -78,8 +97,20 @@ class ChatStreamTranslator:
     truncated stream in ``outcome.error``.
     """
 
-    def __init__(self, options: TranslateOptions | None = None, *, new_id: IdFactory = random_id):
+    def __init__(
+        self,
+        options: TranslateOptions | None = None,
+        *,
+        new_id: IdFactory = random_id,
+        tools_offered: bool = False,
+    ):
+        """``tools_offered``: the request gave the model tools (``text_tool_format="auto"`` only
+        looks for text-written calls then)."""
         options = options or TranslateOptions()
+        fmt = options.text_tool_format
+        self._text_tools = (
+            HermesToolCalls() if fmt == "hermes" or (fmt == "auto" and tools_offered) else None
+        )
         self._tags = ReasoningTagFilter(
             options.reasoning_tags,  # type: ignore[arg-type]  # normalised in __post_init__
             starts_in_reasoning=options.starts_in_reasoning,
@@ -157,12 +188,16 @@ class ChatStreamTranslator:
         if kind is Text:
             for piece in self._tags.feed(part.text):  # type: ignore[union-attr]
                 if type(piece) is Text:
-                    self._emitter.text(piece.text, out)
+                    self._answer_text(piece.text, out)
                 else:
                     self._reasoning_from_tags(piece.text, out)
         elif kind is Reasoning:
             self._reasoning_from_field(part.text, out)  # type: ignore[union-attr]
         elif kind is ToolCallDelta:
+            if self._text_tools is not None:
+                # The server parses tool calls itself: the text parsers stand down.
+                self._route_text_tools(self._text_tools.close(), out)
+                self._text_tools = None
             self._emitter.tool_call(part, out)  # type: ignore[arg-type]
         elif kind is Finish:
             self._finish_reason = part.reason  # type: ignore[union-attr]
@@ -197,12 +232,30 @@ class ChatStreamTranslator:
                 self._echo = ""
         self._emitter.reasoning(text, out)
 
+    def _answer_text(self, text: str, out: list[BaseEvent]) -> None:
+        if self._text_tools is None:
+            self._emitter.text(text, out)
+        else:
+            self._route_text_tools(self._text_tools.feed(text), out)
+
+    def _route_text_tools(self, parts: list[Part], out: list[BaseEvent]) -> None:
+        for part in parts:
+            kind = type(part)
+            if kind is Text:
+                self._emitter.text(part.text, out)  # type: ignore[union-attr]
+            elif kind is ToolCallDelta:
+                self._emitter.tool_call(part, out)  # type: ignore[arg-type]
+            elif kind is BrokenToolCall and not self._emitter.broken_call(part, out):  # type: ignore[arg-type]
+                self._emitter.text(part.text, out)  # type: ignore[union-attr]
+
     def _end_turn(self, out: list[BaseEvent]) -> None:
         for piece in self._tags.close():
             if type(piece) is Text:
-                self._emitter.text(piece.text, out)
+                self._answer_text(piece.text, out)
             else:
                 self._reasoning_from_tags(piece.text, out)
+        if self._text_tools is not None:
+            self._route_text_tools(self._text_tools.close(), out)
         self._emitter.close(out)
 
 
