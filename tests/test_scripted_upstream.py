@@ -81,6 +81,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 
+#: The models whose tool calls are `delta.tool_calls` (scripted-hermes-text writes them as text).
+STRUCTURED_CALL_MODELS = [m for m in SCRIPTED_MODELS if m != "scripted-hermes-text"]
+
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[tuple[Starlette, httpx.Client]]:
@@ -145,8 +148,8 @@ def joined(deltas: list[dict[str, Any]], key: str) -> str:
 def split(model: str, deltas: list[dict[str, Any]]) -> tuple[str, str]:
     """(reasoning, answer) read back the way each dialect places them."""
     content = joined(deltas, "content")
-    if model in ("scripted-think-tags", "scripted-think-no-open"):
-        opening = "<think>\n" if model == "scripted-think-tags" else ""
+    if model in ("scripted-think-tags", "scripted-think-no-open", "scripted-hermes-text"):
+        opening = "<think>\n" if model != "scripted-think-no-open" else ""
         assert content.startswith(opening)
         reasoning, answer = content[len(opening) :].split("\n</think>\n\n")
         return reasoning, answer
@@ -188,7 +191,7 @@ def test_models_lists_every_dialect(client: httpx.Client) -> None:
     assert [m["id"] for m in listing["data"]] == list(SCRIPTED_MODELS)
     assert all(m["object"] == "model" and m["owned_by"] == "agui-bridge" for m in listing["data"])
     assert DEFAULT_SCRIPTED_MODEL == "scripted-reasoning-content" in SCRIPTED_MODELS
-    assert len(SCRIPTED_MODELS) == 7
+    assert len(SCRIPTED_MODELS) == 8
     assert client.get("/health").status_code == 200
 
 
@@ -303,14 +306,16 @@ def test_reasoning_and_text_placement(client: httpx.Client, model: str, scenario
         "scripted-deepseek-legacy": {"reasoning_content", "content"},
         "scripted-openrouter": {"reasoning", "reasoning_details", "content"},
         "scripted-plain": {"content"},
+        "scripted-hermes-text": {"content"},
     }[model]
     assert fields == expected_fields
     content_tokens = [d["content"] for d in deltas if "content" in d]
-    if model in ("scripted-think-tags", "scripted-deepseek-legacy"):
+    if model in ("scripted-think-tags", "scripted-deepseek-legacy", "scripted-hermes-text"):
         assert content_tokens[:2] == ["<think>", "\n"]
-    if model != "scripted-think-tags" and model != "scripted-deepseek-legacy":
+    opens = ("scripted-think-tags", "scripted-deepseek-legacy", "scripted-hermes-text")
+    if model not in opens:
         assert "<think>" not in joined(deltas, "content")
-    if model in ("scripted-think-tags", "scripted-think-no-open", "scripted-deepseek-legacy"):
+    if model in (*opens, "scripted-think-no-open"):
         assert content_tokens.count("</think>") == 1
     if model == "scripted-deepseek-legacy":  # the reasoning twice in the same chunks
         assert all(
@@ -338,7 +343,7 @@ def test_tool_results_are_quoted(client: httpx.Client) -> None:
     assert "get_weather" in joined(deltas, "content")
 
 
-@pytest.mark.parametrize("model", SCRIPTED_MODELS)
+@pytest.mark.parametrize("model", STRUCTURED_CALL_MODELS)
 def test_parallel_tool_calls_interleave(client: httpx.Client, model: str) -> None:
     chunks = stream(client, body(model, "tools"))
     assert finish_of(chunks) == "tool_calls"
@@ -435,7 +440,7 @@ def test_non_stream_equals_stream(client: httpx.Client, model: str, scenario: st
     assert whole["usage"] == chunks[-2]["usage"]
 
 
-@pytest.mark.parametrize("model", SCRIPTED_MODELS)
+@pytest.mark.parametrize("model", STRUCTURED_CALL_MODELS)
 def test_usage_only_when_asked(client: httpx.Client, model: str) -> None:
     plain = stream(client, body(model, "tools"))
     assert all(c == "[DONE]" or (c["choices"] and "usage" not in c) for c in plain)

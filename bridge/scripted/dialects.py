@@ -22,6 +22,9 @@ THINK_NO_OPEN = "scripted-think-no-open"
 DEEPSEEK_LEGACY = "scripted-deepseek-legacy"
 OPENROUTER = "scripted-openrouter"
 PLAIN = "scripted-plain"
+#: A server with no tool parser (llama.cpp without --jinja, vLLM without --tool-call-parser):
+#: Qwen-style ``<think>`` reasoning and ``<tool_call>`` JSON calls, all as text in ``content``.
+HERMES_TEXT = "scripted-hermes-text"
 
 SCRIPTED_MODELS: tuple[str, ...] = (
     REASONING_CONTENT,
@@ -31,6 +34,7 @@ SCRIPTED_MODELS: tuple[str, ...] = (
     DEEPSEEK_LEGACY,
     OPENROUTER,
     PLAIN,
+    HERMES_TEXT,
 )
 DEFAULT_SCRIPTED_MODEL = REASONING_CONTENT
 SYSTEM_FINGERPRINT = "scripted-1"
@@ -70,14 +74,21 @@ def generate(
     """Lay ``script`` out in ``model``'s dialect and stop after ``max_tokens`` generated tokens."""
     if model not in SCRIPTED_MODELS:
         raise ValueError(f"unknown scripted model {model!r}")
+    calls = (
+        _text_tool_steps(script.tool_calls)
+        if model == HERMES_TEXT
+        else _tool_call_steps(script.tool_calls)
+    )
     steps = [
         *_reasoning_steps(script.reasoning, model),
         *(Step({"content": token}) for token in script.answer),
-        *_tool_call_steps(script.tool_calls),
+        *calls,
     ]
     deltas: list[dict[str, Any]] = []
     generated = reasoning = 0
     finish_reason = script.finish_reason
+    if model == HERMES_TEXT and finish_reason == "tool_calls":
+        finish_reason = "stop"  # the server did not see the calls: to it they are text
     for step in steps:
         if max_tokens is not None and generated + step.tokens > max_tokens:
             finish_reason = "length"
@@ -104,14 +115,14 @@ def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
         signature = base64.b64encode(hashlib.sha256("".join(tokens).encode()).digest()).decode()
         closing = {"reasoning_details": [_detail("", signature=signature)]}
         return [*steps, Step(closing, True, tokens=0)]
-    opening = ["<think>", "\n"] if model in (THINK_TAGS, DEEPSEEK_LEGACY) else []
+    opening = ["<think>", "\n"] if model in (THINK_TAGS, DEEPSEEK_LEGACY, HERMES_TEXT) else []
     closing_tags = ["\n", "</think>", "\n\n"]
     if model == DEEPSEEK_LEGACY:
         # llama.cpp deepseek-legacy: the raw text (tags included) in `content`, and the reasoning
         # alone in `reasoning_content` of the same chunks.
         both = [Step({"reasoning_content": t, "content": t}, True) for t in tokens]
         return [*_content_steps(opening), *both, *_content_steps(closing_tags)]
-    return _content_steps([*opening, *tokens, *closing_tags])  # THINK_TAGS, THINK_NO_OPEN
+    return _content_steps([*opening, *tokens, *closing_tags])  # THINK_TAGS, THINK_NO_OPEN, HERMES
 
 
 def _content_steps(tokens: Sequence[str]) -> list[Step]:
@@ -144,6 +155,16 @@ def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
             else:
                 piece = {"index": index, "function": {"arguments": fragment}}
                 steps.append(Step({"tool_calls": [piece]}))
+    return steps
+
+
+def _text_tool_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
+    """Calls one after another as Hermes text: ``<tool_call>\n{"name": …, …}\n</tool_call>``."""
+    steps: list[Step] = []
+    for number, call in enumerate(calls):
+        head = f'{{"name": "{call.name}", "arguments": '
+        tokens = ["\n" if number else "", "<tool_call>", "\n", head, *call.fragments, "}", "\n"]
+        steps += [Step({"content": token}) for token in [*tokens, "</tool_call>"] if token]
     return steps
 
 

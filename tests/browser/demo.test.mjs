@@ -51,6 +51,7 @@ const SCRIPTED_MODELS = [
   "scripted-deepseek-legacy",
   "scripted-openrouter",
   PLAIN_MODEL,
+  "scripted-hermes-text",
 ];
 
 const capabilities = await (await fetch(new URL("/agent/capabilities", DEMO_URL))).json();
