@@ -11,7 +11,7 @@ import os
 
 from fastapi import FastAPI
 
-from bridge.app import create_app
+from bridge.app import create_app, mount
 from bridge.config import BridgeConfig
 
 
@@ -29,9 +29,9 @@ def build(upstream_url: str, model: str) -> FastAPI:
     async def home() -> dict[str, str]:
         return {"agent": "POST /agent"}
 
-    # A FastAPI route for POST /agent itself; everything else under /agent/ is the sub-app.
-    api.add_api_route("/agent", agent.state.bridge.run, methods=["POST"], include_in_schema=False)
-    api.mount("/agent", agent)
+    # mount() gives a route for POST /agent itself and the sub-app under /agent/ (FastAPI
+    # routers take Starlette routes as they are).
+    api.router.routes.extend(mount("/agent", agent))
     return api
 
 
