@@ -17,8 +17,16 @@ class JsonCallReader:
     """Feeds on the text of one call object; tells the name and the new argument text."""
 
     def __init__(
-        self, *, name_keys: Iterable[str] = ("name",), args_keys: Iterable[str] = ("arguments",)
+        self,
+        *,
+        name_keys: Iterable[str] = ("name",),
+        args_keys: Iterable[str] = ("arguments",),
+        stop_after_args: bool = False,
     ) -> None:
+        """``stop_after_args``: the object is done as soon as its arguments value is (for formats
+        that write only ``name[ARGS]{…}``: the caller feeds a made-up ``{"name": …, "arguments":``
+        head, and whatever follows the arguments is left in ``rest``)."""
+        self._stop_after_args = stop_after_args
         self._name_keys = frozenset(name_keys)
         self._args_keys = frozenset(args_keys)
         self.text = ""
@@ -51,6 +59,11 @@ class JsonCallReader:
         piece = self.text[max(self._args_sent, self._args_start) : end]
         self._args_sent = max(self._args_sent, end)
         return piece
+
+    @property
+    def rest(self) -> str:
+        """What followed the object (once complete): the caller's to read."""
+        return self.text[self._pos :] if self.complete else ""
 
     @property
     def arguments_were_text(self) -> bool:
@@ -135,6 +148,10 @@ class JsonCallReader:
                     self._fail(f"unexpected {char!r} in the call object")
                     break
             i += 1
+            if self.complete:  # stop_after_args: the arguments value just ended
+                self._pos = self._args_end
+                self._check_arguments()
+                return
         self._pos = i
 
     def _end_string(self, i: int) -> None:
@@ -160,8 +177,16 @@ class JsonCallReader:
                 and self._args_start >= 0
             ):
                 self._args_end = end
+                if self._stop_after_args:
+                    self.complete = True
             self._value_start = -1
             self._expect = "next"
+
+    def _check_arguments(self) -> None:
+        try:
+            json.loads(self.text[self._args_start : self._args_end])
+        except ValueError as exc:
+            self._fail(f"the arguments are not valid JSON: {exc}")
 
     def _check_whole(self) -> None:
         try:

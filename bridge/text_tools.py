@@ -1,15 +1,25 @@
 """Tool calls a model wrote as text in ``content`` (no server-side tool parser), streamed live.
 
-``HermesToolCalls`` reads ``<tool_call>{"name": …, "arguments": {…}}</tool_call>`` (Hermes,
-Qwen2.5, Qwen3): text around the calls stays text; arguments stream as the model writes them.
+``TextToolCalls`` watches the text for the opening marker of each enabled format and hands what
+follows to that format's body reader until the calls end; text around the calls stays text.
+
+- ``hermes`` (Hermes, Qwen2.5, Qwen3): ``<tool_call>{"name": …, "arguments": {…}}</tool_call>``;
+- ``mistral``: ``[TOOL_CALLS][{"name": …, "arguments": {…}}, …]`` and the newer
+  ``[TOOL_CALLS]name[ARGS]{…}`` (ids of 9 alphanumerics, as Mistral's templates require).
+
 A call that turns out not to be one is never dropped and never becomes a wrong call: before its
 name is read it goes back to being text; after, it is reported as ``BrokenToolCall`` (the emitter
-answers it with an error result, so the frontend does not run it) and the log says why.
+ends it and answers it with an error result, so the frontend does not run it), and the log says
+why. Arguments stream as the model writes them, in any key order.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import secrets
+import string
+from collections.abc import Callable
 
 from bridge.json_call import JsonCallReader
 from bridge.markers import MarkerSet
@@ -19,103 +29,250 @@ logger = logging.getLogger("agui_bridge")
 
 #: Indices for calls parsed from text, apart from the upstream's own ``tool_calls`` indices.
 TEXT_CALL_INDEX_BASE = 1_000_000
+TEXT_TOOL_FORMATS = ("hermes", "mistral")
+
+_ALPHANUMERIC = string.ascii_letters + string.digits
 
 
-class HermesToolCalls:
-    OPEN = "<tool_call>"
-    CLOSE = "</tool_call>"
+class _Call:
+    """One call being read: reports its name once known, then its arguments as they come."""
 
-    def __init__(self) -> None:
-        self._open = MarkerSet([self.OPEN])
-        self._close = MarkerSet([self.CLOSE])
-        self._held = ""
-        self._call: JsonCallReader | None = None
+    def __init__(self, index: int, call_id: str | None, reader: JsonCallReader, raw: str) -> None:
+        self.index = index
+        self.call_id = call_id
+        self.reader = reader
+        self.raw = raw  # the text as the model wrote it, for when it is not a call after all
         self._named = False
         self._pending = ""
+
+    def read(self, text: str, out: list[Part]) -> None:
+        self.raw += text
+        reader = self.reader
+        if reader.error is not None or reader.complete:
+            if reader.complete:
+                reader.feed(text)  # kept as `rest`
+            return
+        piece = reader.feed(text)
+        if reader.error is not None:
+            return
+        if not self._named:
+            self._pending += piece
+            if reader.name is None:
+                return
+            self._named = True
+            piece, self._pending = self._pending, ""
+            out.append(ToolCallDelta(self.index, self.call_id, reader.name, ""))
+        if piece:
+            out.append(ToolCallDelta(self.index, None, None, piece))
+
+    def finish(self, out: list[Part], *, raw: str | None = None) -> None:
+        """The call's text has ended: a call, or text again, or a broken call."""
+        reader = self.reader
+        raw = self.raw if raw is None else raw
+        if reader.error is None and not reader.complete:
+            reader.error = "the call was cut off before its end"
+        if reader.error is not None:
+            logger.warning("a text tool call could not be read (%s): %.200r", reader.error, raw)
+            out.append(BrokenToolCall(self.index, raw, reader.error) if self._named else Text(raw))
+        elif reader.arguments_were_text:
+            out.append(ToolCallDelta(self.index, None, None, reader.arguments()))
+
+
+class TextToolCalls:
+    """Splits content text into ``Text`` and tool-call parts for the enabled formats."""
+
+    def __init__(self, formats: tuple[str, ...] = TEXT_TOOL_FORMATS) -> None:
+        unknown = set(formats) - set(TEXT_TOOL_FORMATS)
+        if unknown:
+            raise ValueError(f"unknown text tool formats: {sorted(unknown)}")
+        self._formats = formats
+        self._open = MarkerSet(_OPENING[name] for name in formats)
+        self._held = ""
+        self._body: _HermesBody | _MistralBody | None = None
         self._index = TEXT_CALL_INDEX_BASE - 1
 
     def feed(self, text: str) -> list[Part]:
         text, self._held = self._held + text, ""
         out: list[Part] = []
         while text:
-            if self._call is None:
+            if self._body is None:
                 position, marker = self._open.find(text)
                 if not marker:
-                    text = self._hold(text, self._open)
+                    keep = self._open.partial_length(text)
+                    if keep:
+                        text, self._held = text[:-keep], text[-keep:]
                     if text:
                         out.append(Text(text))
                     return out
                 if position:
                     out.append(Text(text[:position]))
-                self._begin()
+                self._body = (
+                    _HermesBody(self._next_index)
+                    if marker == _OPENING["hermes"]
+                    else _MistralBody(self._next_index)
+                )
                 text = text[position + len(marker) :]
                 continue
-            position, marker = self._close.find(text)
-            body = text[:position] if marker else self._hold(text, self._close)
-            self._read(body, out)
-            if not marker:
+            rest = self._body.feed(text, out)
+            if rest is None:
                 return out
-            self._finish(out, closed=True)
-            text = text[position + len(marker) :]
+            self._body = None
+            text = rest
         return out
 
     def close(self) -> list[Part]:
         out: list[Part] = []
         held, self._held = self._held, ""
-        if self._call is None:
+        if self._body is None:
             if held:
                 out.append(Text(held))
-            return out
-        self._read(held, out)
-        self._finish(out, closed=False)
+        else:
+            self._body.close(out)
+            self._body = None
         return out
 
-    def _hold(self, text: str, markers: MarkerSet) -> str:
-        keep = markers.partial_length(text)
-        if keep:
-            self._held = text[-keep:]
-            return text[:-keep]
-        return text
-
-    def _begin(self) -> None:
-        self._call = JsonCallReader(args_keys=("arguments", "parameters"))
-        self._named = False
-        self._pending = ""
+    def _next_index(self) -> int:
         self._index += 1
+        return self._index
 
-    def _read(self, body: str, out: list[Part]) -> None:
-        call = self._call
-        assert call is not None
-        if not body or call.error is not None:
-            if call.error is not None:
-                call.text += body
-            return
-        piece = call.feed(body)
-        if call.error is not None:
-            return
-        if not self._named:
-            self._pending += piece
-            if call.name is None:
-                return
-            self._named = True
-            piece, self._pending = self._pending, ""
-            out.append(ToolCallDelta(self._index, None, call.name, ""))
-        if piece:
-            out.append(ToolCallDelta(self._index, None, None, piece))
 
-    def _finish(self, out: list[Part], *, closed: bool) -> None:
-        call = self._call
-        assert call is not None
-        self._call = None
-        raw = self.OPEN + call.text + (self.CLOSE if closed else "")
-        if call.error is None and not call.complete:
-            call.error = "the call was cut off before its end"
-        if call.error is not None:
-            logger.warning("a text tool call could not be read (%s): %.200r", call.error, raw)
-            if self._named:
-                out.append(BrokenToolCall(self._index, raw, call.error))
-            else:
-                out.append(Text(raw))
-            return
-        if call.arguments_were_text:
-            out.append(ToolCallDelta(self._index, None, None, call.arguments()))
+class _HermesBody:
+    OPEN = "<tool_call>"
+    CLOSE = "</tool_call>"
+
+    def __init__(self, next_index: Callable[[], int]) -> None:
+        self._close = MarkerSet([self.CLOSE])
+        self._held = ""
+        index = next_index()
+        reader = JsonCallReader(args_keys=("arguments", "parameters"))
+        self._call = _Call(index, None, reader, self.OPEN)
+
+    def feed(self, text: str, out: list[Part]) -> str | None:
+        text, self._held = self._held + text, ""
+        position, marker = self._close.find(text)
+        if not marker:
+            keep = self._close.partial_length(text)
+            if keep:
+                text, self._held = text[:-keep], text[-keep:]
+            self._call.read(text, out)
+            return None
+        self._call.read(text[:position], out)
+        self._call.finish(out, raw=self._call.raw + self.CLOSE)
+        return text[position + len(marker) :]
+
+    def close(self, out: list[Part]) -> None:
+        self._call.read(self._held, out)
+        self._call.finish(out)
+
+
+class _MistralBody:
+    """After ``[TOOL_CALLS]``: a JSON array of calls, or ``name[ARGS]{…}``."""
+
+    OPEN = "[TOOL_CALLS]"
+    ARGS = "[ARGS]"
+
+    def __init__(self, next_index: Callable[[], int]) -> None:
+        self._next_index = next_index
+        self._state = "start"  # start | array | element | after | name | args
+        self._between = self.OPEN  # structure read since the last call: shown if it was none
+        self._name = ""
+        self._call: _Call | None = None
+
+    def feed(self, text: str, out: list[Part]) -> str | None:
+        while text:
+            if self._state in ("start", "array", "after"):
+                stripped = text.lstrip()
+                self._between += text[: len(text) - len(stripped)]
+                if not stripped:
+                    return None
+                head = stripped[0]
+                if self._state == "start" and head != "[":
+                    self._state, text = "name", stripped
+                    continue
+                if head == "[" and self._state == "start":
+                    self._state = "array"
+                elif head == "]" and self._state in ("array", "after"):
+                    return stripped[1:]
+                elif head == "," and self._state == "after":
+                    self._state = "array"
+                elif head == "{" and self._state == "array":
+                    self._call = self._new_call(JsonCallReader(), "")
+                    self._state = "element"
+                    text = stripped
+                    continue
+                else:
+                    out.append(Text(self._between + stripped))  # not calls after all
+                    return ""
+                self._between += head
+                text = stripped[1:]
+            elif self._state == "element":
+                assert self._call is not None
+                self._call.read(text, out)
+                reader = self._call.reader
+                if reader.error is not None:
+                    self._fail(out)
+                    return ""
+                if not reader.complete:
+                    return None
+                text = reader.rest
+                self._call.raw = self._call.raw[: len(self._call.raw) - len(text)]
+                self._call.finish(out)
+                self._between, self._state = "", "after"
+            elif self._state == "name":
+                self._name += text
+                position = self._name.find(self.ARGS)
+                if position != -1:
+                    name = self._name[:position]
+                else:  # "[AR" may be the start of "[ARGS]"
+                    name = self._name[: len(self._name) - _ARGS_MARKER.partial_length(self._name)]
+                if not _plausible_name(name.strip()) or len(name) > 200:
+                    out.append(Text(self._between + self._name))
+                    return ""
+                if position == -1:
+                    return None
+                text = self._name[position + len(self.ARGS) :]
+                reader = JsonCallReader(stop_after_args=True)
+                reader.feed(f'{{"name": {json.dumps(name.strip())}, "arguments": ')
+                self._call = self._new_call(reader, self._between + name + self.ARGS)
+                self._state = "args"
+                self._call.read("", out)
+            else:  # args
+                assert self._call is not None
+                self._call.read(text, out)
+                reader = self._call.reader
+                if reader.error is not None:
+                    self._fail(out)
+                    return ""
+                if not reader.complete:
+                    return None
+                rest = reader.rest
+                self._call.raw = self._call.raw[: len(self._call.raw) - len(rest)]
+                self._call.finish(out)
+                return rest
+        return None
+
+    def close(self, out: list[Part]) -> None:
+        if self._state in ("element", "args"):
+            self._fail(out)
+        elif self._state == "name":
+            out.append(Text(self._between + self._name))
+        elif self._between:
+            out.append(Text(self._between))
+
+    def _fail(self, out: list[Part]) -> None:
+        assert self._call is not None
+        if self._state == "element":
+            self._call.raw = self._between + self._call.raw
+        self._call.finish(out)
+
+    def _new_call(self, reader: JsonCallReader, raw: str) -> _Call:
+        call_id = "".join(secrets.choice(_ALPHANUMERIC) for _ in range(9))
+        return _Call(self._next_index(), call_id, reader, raw)
+
+
+def _plausible_name(name: str) -> bool:
+    return all(char.isalnum() or char in "_-." for char in name)
+
+
+_ARGS_MARKER = MarkerSet([_MistralBody.ARGS])
+_OPENING = {"hermes": _HermesBody.OPEN, "mistral": _MistralBody.OPEN}

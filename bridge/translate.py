@@ -31,7 +31,7 @@ from bridge.reasoning_tags import (
     TagPair,
     resolve_reasoning_tags,
 )
-from bridge.text_tools import HermesToolCalls
+from bridge.text_tools import TEXT_TOOL_FORMATS, TextToolCalls
 
 DONE = "[DONE]"
 """The SSE data line that ends an OpenAI-compatible stream; ``feed(DONE)`` records it."""
@@ -60,10 +60,11 @@ class TranslateOptions:
     (``think``, ``thinking``, ``reasoning``, ``thought``, ``THINK``, ``seed:think``) or
     ``(open, close)`` pairs. Default: ``<think>…</think>``."""
 
-    text_tool_format: Literal["auto", "none", "hermes"] = "auto"
-    """Tool calls the model writes as text in ``content`` (no server-side tool parser):
-    ``hermes`` reads ``<tool_call>{…}</tool_call>``; ``auto`` does so only when the request
-    offered tools and only at the format's opening marker; ``none`` never."""
+    text_tool_format: Literal["auto", "none", "hermes", "mistral"] = "auto"
+    """Tool calls the model writes as text in ``content`` (no server-side tool parser): one
+    format (``hermes``: ``<tool_call>{…}</tool_call>``; ``mistral``: ``[TOOL_CALLS]…``), or
+    ``auto``: every format, only when the request offered tools and only at a format's opening
+    marker; ``none``: never."""
 
     starts_in_reasoning: bool = False
     """The chat template opens the reasoning tag in the prompt, so the content starts inside
@@ -72,9 +73,10 @@ class TranslateOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reasoning_tags", resolve_reasoning_tags(self.reasoning_tags))
-        if self.text_tool_format not in ("auto", "none", "hermes"):
+        if self.text_tool_format not in ("auto", "none", *TEXT_TOOL_FORMATS):
             raise ValueError(
-                f"text_tool_format must be auto, none or hermes, not {self.text_tool_format!r}"
+                f"text_tool_format must be auto, none or one of {TEXT_TOOL_FORMATS}, "
+                f"not {self.text_tool_format!r}"
             )
 
 
@@ -108,9 +110,11 @@ class ChatStreamTranslator:
         looks for text-written calls then)."""
         options = options or TranslateOptions()
         fmt = options.text_tool_format
-        self._text_tools = (
-            HermesToolCalls() if fmt == "hermes" or (fmt == "auto" and tools_offered) else None
-        )
+        self._text_tools: TextToolCalls | None = None
+        if fmt in TEXT_TOOL_FORMATS:
+            self._text_tools = TextToolCalls((fmt,))
+        elif fmt == "auto" and tools_offered:
+            self._text_tools = TextToolCalls()
         self._tags = ReasoningTagFilter(
             options.reasoning_tags,  # type: ignore[arg-type]  # normalised in __post_init__
             starts_in_reasoning=options.starts_in_reasoning,

@@ -82,7 +82,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 
 #: The models whose tool calls are `delta.tool_calls` (scripted-hermes-text writes them as text).
-STRUCTURED_CALL_MODELS = [m for m in SCRIPTED_MODELS if m != "scripted-hermes-text"]
+STRUCTURED_CALL_MODELS = [m for m in SCRIPTED_MODELS if not m.endswith("-text")]
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +191,7 @@ def test_models_lists_every_dialect(client: httpx.Client) -> None:
     assert [m["id"] for m in listing["data"]] == list(SCRIPTED_MODELS)
     assert all(m["object"] == "model" and m["owned_by"] == "agui-bridge" for m in listing["data"])
     assert DEFAULT_SCRIPTED_MODEL == "scripted-reasoning-content" in SCRIPTED_MODELS
-    assert len(SCRIPTED_MODELS) == 8
+    assert len(SCRIPTED_MODELS) == 9
     assert client.get("/health").status_code == 200
 
 
@@ -307,6 +307,7 @@ def test_reasoning_and_text_placement(client: httpx.Client, model: str, scenario
         "scripted-openrouter": {"reasoning", "reasoning_details", "content"},
         "scripted-plain": {"content"},
         "scripted-hermes-text": {"content"},
+        "scripted-mistral-text": {"reasoning_content", "content"},
     }[model]
     assert fields == expected_fields
     content_tokens = [d["content"] for d in deltas if "content" in d]

@@ -81,6 +81,44 @@ CASES = [
         broken=1,
     ),
     Case("a-lone-marker-prefix-is-text", "1 <tool 2 <tool_cal", "1 <tool 2 <tool_cal", []),
+    Case(
+        "mistral-array",
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "get_time", "arguments": {"tz": "UTC"}}]',
+        "",
+        [("get_weather", '{"city": "Paris"}'), ("get_time", '{"tz": "UTC"}')],
+    ),
+    Case(
+        "mistral-name-args",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"tz": "UTC"}',
+        "",
+        [("get_weather", '{"city": "Paris"}'), ("get_time", '{"tz": "UTC"}')],
+    ),
+    Case(
+        "mistral-after-text",
+        'Sure. [TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": [1, 2]}',
+        "Sure. ",
+        [("get_weather", '{"city": "Paris", "days": [1, 2]}')],
+    ),
+    Case(
+        "mistral-not-a-call-stays-text",
+        "[TOOL_CALLS] is what I would write, [ARGS] too.",
+        "[TOOL_CALLS] is what I would write, [ARGS] too.",
+        [],
+    ),
+    Case(
+        "mistral-cut-is-answered-as-broken",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Par',
+        "",
+        [],
+        broken=1,
+    ),
+    Case(
+        "mistral-bad-element-stays-text",
+        "[TOOL_CALLS][{oops}]",
+        "[TOOL_CALLS][{oops}]",
+        [],
+    ),
 ]
 
 
@@ -178,3 +216,10 @@ def test_text_parsers_stand_down_once_the_server_sends_tool_calls() -> None:
 def test_a_bad_format_name_is_refused() -> None:
     with pytest.raises(ValueError, match="text_tool_format"):
         TranslateOptions(text_tool_format="magic")  # type: ignore[arg-type]
+
+
+def test_mistral_ids_are_nine_alphanumerics() -> None:
+    case = next(c for c in CASES if c.name == "mistral-array")
+    ids = run_case(case, [case.content]).outcome.tool_call_ids
+    assert len(ids) == 2
+    assert all(len(i) == 9 and i.isalnum() for i in ids)

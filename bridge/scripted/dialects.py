@@ -25,6 +25,9 @@ PLAIN = "scripted-plain"
 #: A server with no tool parser (llama.cpp without --jinja, vLLM without --tool-call-parser):
 #: Qwen-style ``<think>`` reasoning and ``<tool_call>`` JSON calls, all as text in ``content``.
 HERMES_TEXT = "scripted-hermes-text"
+#: Mistral's calls as text: ``[TOOL_CALLS][{"name": …, "arguments": {…}}, …]``; the reasoning
+#: in ``reasoning_content`` (a server that parses reasoning but not these tool calls).
+MISTRAL_TEXT = "scripted-mistral-text"
 
 SCRIPTED_MODELS: tuple[str, ...] = (
     REASONING_CONTENT,
@@ -35,6 +38,7 @@ SCRIPTED_MODELS: tuple[str, ...] = (
     OPENROUTER,
     PLAIN,
     HERMES_TEXT,
+    MISTRAL_TEXT,
 )
 DEFAULT_SCRIPTED_MODEL = REASONING_CONTENT
 SYSTEM_FINGERPRINT = "scripted-1"
@@ -74,11 +78,12 @@ def generate(
     """Lay ``script`` out in ``model``'s dialect and stop after ``max_tokens`` generated tokens."""
     if model not in SCRIPTED_MODELS:
         raise ValueError(f"unknown scripted model {model!r}")
-    calls = (
-        _text_tool_steps(script.tool_calls)
-        if model == HERMES_TEXT
-        else _tool_call_steps(script.tool_calls)
-    )
+    if model == HERMES_TEXT:
+        calls = _hermes_text_steps(script.tool_calls)
+    elif model == MISTRAL_TEXT:
+        calls = _mistral_text_steps(script.tool_calls)
+    else:
+        calls = _tool_call_steps(script.tool_calls)
     steps = [
         *_reasoning_steps(script.reasoning, model),
         *(Step({"content": token}) for token in script.answer),
@@ -87,7 +92,7 @@ def generate(
     deltas: list[dict[str, Any]] = []
     generated = reasoning = 0
     finish_reason = script.finish_reason
-    if model == HERMES_TEXT and finish_reason == "tool_calls":
+    if model in (HERMES_TEXT, MISTRAL_TEXT) and finish_reason == "tool_calls":
         finish_reason = "stop"  # the server did not see the calls: to it they are text
     for step in steps:
         if max_tokens is not None and generated + step.tokens > max_tokens:
@@ -102,7 +107,7 @@ def generate(
 def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
     if not tokens or model == PLAIN:
         return []
-    if model == REASONING_CONTENT:
+    if model in (REASONING_CONTENT, MISTRAL_TEXT):
         return [Step({"reasoning_content": token}, True) for token in tokens]
     if model == REASONING:
         return [Step({"reasoning": token}, True) for token in tokens]
@@ -158,7 +163,18 @@ def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
     return steps
 
 
-def _text_tool_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
+def _mistral_text_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
+    """All calls in one ``[TOOL_CALLS][…]`` array, as Mistral's models write them."""
+    if not calls:
+        return []
+    tokens = ["[TOOL_CALLS]", "["]
+    for number, call in enumerate(calls):
+        head = f'{", " if number else ""}{{"name": "{call.name}", "arguments": '
+        tokens += [head, *call.fragments, "}"]
+    return [Step({"content": token}) for token in [*tokens, "]"]]
+
+
+def _hermes_text_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
     """Calls one after another as Hermes text: ``<tool_call>\n{"name": …, …}\n</tool_call>``."""
     steps: list[Step] = []
     for number, call in enumerate(calls):

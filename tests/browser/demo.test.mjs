@@ -52,6 +52,7 @@ const SCRIPTED_MODELS = [
   "scripted-openrouter",
   PLAIN_MODEL,
   "scripted-hermes-text",
+  "scripted-mistral-text",
 ];
 
 const capabilities = await (await fetch(new URL("/agent/capabilities", DEMO_URL))).json();
