@@ -128,10 +128,11 @@ def _add_translate(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--text-tool-format",
-        choices=["auto", "none", "hermes", "mistral"],
+        choices=["auto", "none", "hermes", "mistral", "llama"],
         default="auto",
         help="tool calls the model writes as text in content: hermes reads "
-        "<tool_call>{...}</tool_call>, mistral [TOOL_CALLS]...; auto reads every format, only "
+        "<tool_call>{...}</tool_call>, mistral [TOOL_CALLS]..., llama <|python_tag|>{...} or "
+        "<function=name>{...}</function> or a leading JSON call; auto reads every format, only "
         "when the request offered tools (default); none never",
     )
     group.add_argument(

@@ -45,7 +45,8 @@ async def run_agent(
             protocol_version=PROTOCOL_VERSION,
         )
     ]
-    translator = ChatStreamTranslator(options, tools_offered=bool(body.get("tools")))
+    names = [tool["function"]["name"] for tool in body.get("tools", ())]
+    translator = ChatStreamTranslator(options, tools_offered=bool(names), tool_names=names)
     error: BridgeError | None = None
     try:
         # aclosing: a client that goes away cancels us here, and the upstream request is closed

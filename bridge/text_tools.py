@@ -29,7 +29,7 @@ logger = logging.getLogger("agui_bridge")
 
 #: Indices for calls parsed from text, apart from the upstream's own ``tool_calls`` indices.
 TEXT_CALL_INDEX_BASE = 1_000_000
-TEXT_TOOL_FORMATS = ("hermes", "mistral")
+TEXT_TOOL_FORMATS = ("hermes", "mistral", "llama")
 
 _ALPHANUMERIC = string.ascii_letters + string.digits
 
@@ -37,7 +37,15 @@ _ALPHANUMERIC = string.ascii_letters + string.digits
 class _Call:
     """One call being read: reports its name once known, then its arguments as they come."""
 
-    def __init__(self, index: int, call_id: str | None, reader: JsonCallReader, raw: str) -> None:
+    def __init__(
+        self,
+        index: int,
+        call_id: str | None,
+        reader: JsonCallReader,
+        raw: str,
+        allowed: frozenset[str] | None = None,
+    ) -> None:
+        self.allowed = allowed  # for formats without a marker of their own: offered tools only
         self.index = index
         self.call_id = call_id
         self.reader = reader
@@ -58,6 +66,9 @@ class _Call:
         if not self._named:
             self._pending += piece
             if reader.name is None:
+                return
+            if self.allowed is not None and reader.name not in self.allowed:
+                reader.error = f"{reader.name!r} is not one of the tools offered"
                 return
             self._named = True
             piece, self._pending = self._pending, ""
@@ -81,14 +92,24 @@ class _Call:
 class TextToolCalls:
     """Splits content text into ``Text`` and tool-call parts for the enabled formats."""
 
-    def __init__(self, formats: tuple[str, ...] = TEXT_TOOL_FORMATS) -> None:
+    def __init__(
+        self,
+        formats: tuple[str, ...] = TEXT_TOOL_FORMATS,
+        *,
+        tool_names: frozenset[str] = frozenset(),
+    ) -> None:
+        """``tool_names``: the tools offered; a bare JSON call (Llama) must name one of them."""
         unknown = set(formats) - set(TEXT_TOOL_FORMATS)
         if unknown:
             raise ValueError(f"unknown text tool formats: {sorted(unknown)}")
-        self._formats = formats
-        self._open = MarkerSet(_OPENING[name] for name in formats)
+        anywhere = [marker for name in formats for marker in _MARKERS[name]]
+        at_start = [marker for name in formats for marker in _START_MARKERS.get(name, ())]
+        self._open = MarkerSet(anywhere)
+        self._open_at_start = MarkerSet([*anywhere, *at_start])
+        self._tool_names = tool_names
+        self._started = False  # some text (or a call) came: start-only markers no longer apply
         self._held = ""
-        self._body: _HermesBody | _MistralBody | None = None
+        self._body: _Body | None = None
         self._index = TEXT_CALL_INDEX_BASE - 1
 
     def feed(self, text: str) -> list[Part]:
@@ -96,21 +117,24 @@ class TextToolCalls:
         out: list[Part] = []
         while text:
             if self._body is None:
-                position, marker = self._open.find(text)
+                markers = self._open if self._started else self._open_at_start
+                position, marker = markers.find(text)
                 if not marker:
-                    keep = self._open.partial_length(text)
+                    keep = markers.partial_length(text)
                     if keep:
                         text, self._held = text[:-keep], text[-keep:]
                     if text:
+                        self._started = self._started or not text.isspace()
                         out.append(Text(text))
                     return out
                 if position:
+                    self._started = self._started or not text[:position].isspace()
                     out.append(Text(text[:position]))
-                self._body = (
-                    _HermesBody(self._next_index)
-                    if marker == _OPENING["hermes"]
-                    else _MistralBody(self._next_index)
-                )
+                    if self._started and marker not in self._open.markers:
+                        text = text[position:]
+                        continue
+                self._started = True
+                self._body = _body_for(marker, self._next_index, self._tool_names)
                 text = text[position + len(marker) :]
                 continue
             rest = self._body.feed(text, out)
@@ -270,9 +294,141 @@ class _MistralBody:
         return _Call(self._next_index(), call_id, reader, raw)
 
 
+class _LlamaJsonBody:
+    """Llama 3.x JSON calls: after ``<|python_tag|>``, or a bare ``{"name": …, "parameters": …}``
+    that opens the answer (then it must name an offered tool); several joined by ``;``."""
+
+    def __init__(
+        self, next_index: Callable[[], int], head: str, allowed: frozenset[str] | None
+    ) -> None:
+        self._next_index = next_index
+        self._allowed = allowed
+        self._between = "" if allowed is not None else "<|python_tag|>"
+        self._call: _Call | None = None
+        self._after_call = False  # a call just ended: a `;` would bring another
+        self._pending_head = head  # the marker's own text is the start of the JSON object
+
+    def feed(self, text: str, out: list[Part]) -> str | None:
+        text, self._pending_head = self._pending_head + text, ""
+        while text:
+            if self._call is None:
+                stripped = text.lstrip()
+                self._between += text[: len(text) - len(stripped)]
+                if not stripped:
+                    return None
+                if self._after_call:
+                    if stripped[0] != ";":  # no further call: hand the rest back as text
+                        return self._between + stripped
+                    self._between, self._after_call = self._between + ";", False
+                    text = stripped[1:]
+                    continue
+                if stripped[0] != "{":  # no call after all: what was read is text
+                    if self._between:
+                        out.append(Text(self._between))
+                    self._between = ""
+                    return stripped
+                reader = JsonCallReader(args_keys=("parameters", "arguments"))
+                self._call = _Call(self._next_index(), None, reader, self._between, self._allowed)
+                self._between = ""
+                text = stripped
+            call = self._call
+            call.read(text, out)
+            reader = call.reader
+            if reader.error is not None:
+                call.finish(out)
+                return ""
+            if not reader.complete:
+                return None
+            text = reader.rest
+            call.raw = call.raw[: len(call.raw) - len(text)]
+            call.finish(out)
+            self._call, self._after_call, self._between = None, True, ""
+        return None
+
+    def close(self, out: list[Part]) -> None:
+        if self._call is not None:
+            self._call.finish(out)
+        elif self._between + self._pending_head:
+            out.append(Text(self._between + self._pending_head))
+
+
+class _LlamaFunctionBody:
+    """Llama 3.1's custom-tool form: ``<function=name>{…}</function>``."""
+
+    OPEN = "<function="
+    CLOSE = "</function>"
+
+    def __init__(self, next_index: Callable[[], int]) -> None:
+        self._next_index = next_index
+        self._name = ""
+        self._call: _Call | None = None
+        self._tail = ""
+
+    def feed(self, text: str, out: list[Part]) -> str | None:
+        if self._call is None:
+            self._name += text
+            position = self._name.find(">")
+            name = self._name[:position] if position != -1 else self._name
+            if not _plausible_name(name) or len(name) > 200:
+                out.append(Text(self.OPEN + self._name))
+                return ""
+            if position == -1:
+                return None
+            text = self._name[position + 1 :]
+            reader = JsonCallReader(stop_after_args=True)
+            reader.feed(f'{{"name": {json.dumps(name)}, "arguments": ')
+            self._call = _Call(self._next_index(), None, reader, self.OPEN + name + ">")
+            self._call.read("", out)
+        call = self._call
+        if not call.reader.complete:
+            call.read(text, out)
+            if call.reader.error is not None:
+                call.finish(out)
+                return ""
+            if not call.reader.complete:
+                return None
+            text = call.reader.rest
+            call.raw = call.raw[: len(call.raw) - len(text)]
+        self._tail += text
+        if self.CLOSE.startswith(self._tail) and len(self._tail) < len(self.CLOSE):
+            return None  # perhaps the closing tag, still arriving
+        call.finish(out)
+        return self._tail[len(self.CLOSE) :] if self._tail.startswith(self.CLOSE) else self._tail
+
+    def close(self, out: list[Part]) -> None:
+        if self._call is None:
+            out.append(Text(self.OPEN + self._name))
+            return
+        self._call.finish(out)
+        if self._tail and not self.CLOSE.startswith(self._tail):
+            out.append(Text(self._tail))
+
+
+_Body = _HermesBody | _MistralBody | _LlamaJsonBody | _LlamaFunctionBody
+
+
+def _body_for(marker: str, next_index: Callable[[], int], tool_names: frozenset[str]) -> _Body:
+    if marker == _HermesBody.OPEN:
+        return _HermesBody(next_index)
+    if marker == _MistralBody.OPEN:
+        return _MistralBody(next_index)
+    if marker == _LlamaFunctionBody.OPEN:
+        return _LlamaFunctionBody(next_index)
+    if marker == _PYTHON_TAG:
+        return _LlamaJsonBody(next_index, "", None)
+    return _LlamaJsonBody(next_index, marker, tool_names)
+
+
 def _plausible_name(name: str) -> bool:
     return all(char.isalnum() or char in "_-." for char in name)
 
 
 _ARGS_MARKER = MarkerSet([_MistralBody.ARGS])
-_OPENING = {"hermes": _HermesBody.OPEN, "mistral": _MistralBody.OPEN}
+_PYTHON_TAG = "<|python_tag|>"
+_MARKERS = {
+    "hermes": (_HermesBody.OPEN,),
+    "mistral": (_MistralBody.OPEN,),
+    "llama": (_PYTHON_TAG, _LlamaFunctionBody.OPEN),
+}
+#: Llama's bare JSON call has no marker: it is taken only where it opens the answer.
+_START_MARKERS = {"llama": ('{"name"', '{"type"')}

@@ -6,7 +6,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -60,9 +68,11 @@ class TranslateOptions:
     (``think``, ``thinking``, ``reasoning``, ``thought``, ``THINK``, ``seed:think``) or
     ``(open, close)`` pairs. Default: ``<think>…</think>``."""
 
-    text_tool_format: Literal["auto", "none", "hermes", "mistral"] = "auto"
+    text_tool_format: Literal["auto", "none", "hermes", "mistral", "llama"] = "auto"
     """Tool calls the model writes as text in ``content`` (no server-side tool parser): one
-    format (``hermes``: ``<tool_call>{…}</tool_call>``; ``mistral``: ``[TOOL_CALLS]…``), or
+    format (``hermes``: ``<tool_call>{…}</tool_call>``; ``mistral``: ``[TOOL_CALLS]…``;
+    ``llama``: ``<|python_tag|>{…}``, ``<function=name>{…}</function>``, or a bare JSON call that
+    opens the answer and names an offered tool), or
     ``auto``: every format, only when the request offered tools and only at a format's opening
     marker; ``none``: never."""
 
@@ -105,16 +115,19 @@ class ChatStreamTranslator:
         *,
         new_id: IdFactory = random_id,
         tools_offered: bool = False,
+        tool_names: Collection[str] = (),
     ):
-        """``tools_offered``: the request gave the model tools (``text_tool_format="auto"`` only
-        looks for text-written calls then)."""
+        """``tools_offered`` / ``tool_names``: the request gave the model tools (with
+        ``text_tool_format="auto"``, calls written as text are looked for only then; a bare JSON
+        call, which has no marker of its own, must name one of ``tool_names``)."""
         options = options or TranslateOptions()
         fmt = options.text_tool_format
         self._text_tools: TextToolCalls | None = None
+        names = frozenset(tool_names)
         if fmt in TEXT_TOOL_FORMATS:
-            self._text_tools = TextToolCalls((fmt,))
-        elif fmt == "auto" and tools_offered:
-            self._text_tools = TextToolCalls()
+            self._text_tools = TextToolCalls((fmt,), tool_names=names)
+        elif fmt == "auto" and (tools_offered or names):
+            self._text_tools = TextToolCalls(tool_names=names)
         self._tags = ReasoningTagFilter(
             options.reasoning_tags,  # type: ignore[arg-type]  # normalised in __post_init__
             starts_in_reasoning=options.starts_in_reasoning,

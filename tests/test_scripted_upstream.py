@@ -191,7 +191,7 @@ def test_models_lists_every_dialect(client: httpx.Client) -> None:
     assert [m["id"] for m in listing["data"]] == list(SCRIPTED_MODELS)
     assert all(m["object"] == "model" and m["owned_by"] == "agui-bridge" for m in listing["data"])
     assert DEFAULT_SCRIPTED_MODEL == "scripted-reasoning-content" in SCRIPTED_MODELS
-    assert len(SCRIPTED_MODELS) == 9
+    assert len(SCRIPTED_MODELS) == 10
     assert client.get("/health").status_code == 200
 
 
@@ -308,6 +308,7 @@ def test_reasoning_and_text_placement(client: httpx.Client, model: str, scenario
         "scripted-plain": {"content"},
         "scripted-hermes-text": {"content"},
         "scripted-mistral-text": {"reasoning_content", "content"},
+        "scripted-llama-text": {"reasoning", "content"},
     }[model]
     assert fields == expected_fields
     content_tokens = [d["content"] for d in deltas if "content" in d]

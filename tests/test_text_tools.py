@@ -26,6 +26,7 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+OFFERED = ("get_weather", "get_time", "search", "f")
 CALL_A = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 CALL_B = '{"name": "get_time", "arguments": {"tz": "Asia/Tokyo"}}'
 CASES = [
@@ -114,6 +115,37 @@ CASES = [
         broken=1,
     ),
     Case(
+        "llama-python-tag",
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
+        "",
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    Case(
+        "llama-bare-json-opening-the-answer",
+        '{"name": "get_weather", "parameters": {"city": "Paris"}}; '
+        '{"name": "get_time", "parameters": {"tz": "UTC"}}',
+        "",
+        [("get_weather", '{"city": "Paris"}'), ("get_time", '{"tz": "UTC"}')],
+    ),
+    Case(
+        "llama-bare-json-naming-no-offered-tool-is-text",
+        '{"name": "Bob", "age": 3}',
+        '{"name": "Bob", "age": 3}',
+        [],
+    ),
+    Case(
+        "llama-bare-json-later-in-the-answer-is-text",
+        'Here: {"name": "get_weather", "parameters": {}}',
+        'Here: {"name": "get_weather", "parameters": {}}',
+        [],
+    ),
+    Case(
+        "llama-function-tag",
+        '<function=get_weather>{"city": "Paris"}</function> and more',
+        " and more",
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    Case(
         "mistral-bad-element-stays-text",
         "[TOOL_CALLS][{oops}]",
         "[TOOL_CALLS][{oops}]",
@@ -124,7 +156,10 @@ CASES = [
 
 def run_case(case: Case, pieces: list[str], *, tools_offered: bool = True) -> Result:
     translator = ChatStreamTranslator(
-        TranslateOptions(), new_id=counter_ids(), tools_offered=tools_offered
+        TranslateOptions(),
+        new_id=counter_ids(),
+        tools_offered=tools_offered,
+        tool_names=OFFERED if tools_offered else (),
     )
     events = []
     for piece in pieces:

@@ -28,6 +28,9 @@ HERMES_TEXT = "scripted-hermes-text"
 #: Mistral's calls as text: ``[TOOL_CALLS][{"name": …, "arguments": {…}}, …]``; the reasoning
 #: in ``reasoning_content`` (a server that parses reasoning but not these tool calls).
 MISTRAL_TEXT = "scripted-mistral-text"
+#: Llama 3.x's calls as text: bare ``{"name": …, "parameters": {…}}`` objects joined by ``; ``
+#: opening the answer; the reasoning in ``reasoning`` (a vLLM with a reasoning parser only).
+LLAMA_TEXT = "scripted-llama-text"
 
 SCRIPTED_MODELS: tuple[str, ...] = (
     REASONING_CONTENT,
@@ -39,6 +42,7 @@ SCRIPTED_MODELS: tuple[str, ...] = (
     PLAIN,
     HERMES_TEXT,
     MISTRAL_TEXT,
+    LLAMA_TEXT,
 )
 DEFAULT_SCRIPTED_MODEL = REASONING_CONTENT
 SYSTEM_FINGERPRINT = "scripted-1"
@@ -82,6 +86,8 @@ def generate(
         calls = _hermes_text_steps(script.tool_calls)
     elif model == MISTRAL_TEXT:
         calls = _mistral_text_steps(script.tool_calls)
+    elif model == LLAMA_TEXT:
+        calls = _llama_text_steps(script.tool_calls)
     else:
         calls = _tool_call_steps(script.tool_calls)
     steps = [
@@ -92,7 +98,7 @@ def generate(
     deltas: list[dict[str, Any]] = []
     generated = reasoning = 0
     finish_reason = script.finish_reason
-    if model in (HERMES_TEXT, MISTRAL_TEXT) and finish_reason == "tool_calls":
+    if model in (HERMES_TEXT, MISTRAL_TEXT, LLAMA_TEXT) and finish_reason == "tool_calls":
         finish_reason = "stop"  # the server did not see the calls: to it they are text
     for step in steps:
         if max_tokens is not None and generated + step.tokens > max_tokens:
@@ -109,7 +115,7 @@ def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
         return []
     if model in (REASONING_CONTENT, MISTRAL_TEXT):
         return [Step({"reasoning_content": token}, True) for token in tokens]
-    if model == REASONING:
+    if model in (REASONING, LLAMA_TEXT):
         return [Step({"reasoning": token}, True) for token in tokens]
     if model == OPENROUTER:
         # OpenRouter repeats each piece in `reasoning_details` and closes with a signed, empty one.
@@ -161,6 +167,15 @@ def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
                 piece = {"index": index, "function": {"arguments": fragment}}
                 steps.append(Step({"tool_calls": [piece]}))
     return steps
+
+
+def _llama_text_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
+    """Bare JSON calls joined by ``; ``, as Llama 3.x writes them with JSON tool calling."""
+    tokens: list[str] = []
+    for number, call in enumerate(calls):
+        head = f'{"; " if number else ""}{{"name": "{call.name}", "parameters": '
+        tokens += [head, *call.fragments, "}"]
+    return [Step({"content": token}) for token in tokens]
 
 
 def _mistral_text_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:

@@ -53,6 +53,7 @@ const SCRIPTED_MODELS = [
   PLAIN_MODEL,
   "scripted-hermes-text",
   "scripted-mistral-text",
+  "scripted-llama-text",
 ];
 
 const capabilities = await (await fetch(new URL("/agent/capabilities", DEMO_URL))).json();
