@@ -46,7 +46,7 @@ async def run_agent(
         )
     ]
     names = [tool["function"]["name"] for tool in body.get("tools", ())]
-    translator = ChatStreamTranslator(options, tools_offered=bool(names), tool_names=names)
+    translator = ChatStreamTranslator(options, tool_names=names)
     error: BridgeError | None = None
     try:
         # aclosing: a client that goes away cancels us here, and the upstream request is closed

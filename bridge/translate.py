@@ -114,10 +114,9 @@ class ChatStreamTranslator:
         options: TranslateOptions | None = None,
         *,
         new_id: IdFactory = random_id,
-        tools_offered: bool = False,
         tool_names: Collection[str] = (),
     ):
-        """``tools_offered`` / ``tool_names``: the request gave the model tools (with
+        """``tool_names``: the tools the request gave the model (with
         ``text_tool_format="auto"``, calls written as text are looked for only then; a bare JSON
         call, which has no marker of its own, must name one of ``tool_names``)."""
         options = options or TranslateOptions()
@@ -126,7 +125,7 @@ class ChatStreamTranslator:
         names = frozenset(tool_names)
         if fmt in TEXT_TOOL_FORMATS:
             self._text_tools = TextToolCalls((fmt,), tool_names=names)
-        elif fmt == "auto" and (tools_offered or names):
+        elif fmt == "auto" and names:
             self._text_tools = TextToolCalls(tool_names=names)
         self._tags = ReasoningTagFilter(
             options.reasoning_tags,  # type: ignore[arg-type]  # normalised in __post_init__
@@ -281,9 +280,10 @@ def translate_chat_stream(
     options: TranslateOptions | None = None,
     *,
     new_id: IdFactory = random_id,
+    tool_names: Collection[str] = (),
 ) -> Iterator[BaseEvent]:
     """Translate a whole stream; a ``BridgeError`` is raised after the last event."""
-    translator = ChatStreamTranslator(options, new_id=new_id)
+    translator = ChatStreamTranslator(options, new_id=new_id, tool_names=tool_names)
     try:
         for chunk in chunks:
             yield from translator.feed(chunk)
@@ -300,9 +300,10 @@ async def atranslate_chat_stream(
     options: TranslateOptions | None = None,
     *,
     new_id: IdFactory = random_id,
+    tool_names: Collection[str] = (),
 ) -> AsyncIterator[BaseEvent]:
     """The async form of ``translate_chat_stream``, driving the same ``ChatStreamTranslator``."""
-    translator = ChatStreamTranslator(options, new_id=new_id)
+    translator = ChatStreamTranslator(options, new_id=new_id, tool_names=tool_names)
     try:
         async for chunk in chunks:
             for event in translator.feed(chunk):

@@ -158,7 +158,6 @@ def run_case(case: Case, pieces: list[str], *, tools_offered: bool = True) -> Re
     translator = ChatStreamTranslator(
         TranslateOptions(),
         new_id=counter_ids(),
-        tools_offered=tools_offered,
         tool_names=OFFERED if tools_offered else (),
     )
     events = []
@@ -230,7 +229,7 @@ def test_format_none_and_forced_hermes() -> None:
 
 
 def test_arguments_stream_live() -> None:
-    translator = ChatStreamTranslator(new_id=counter_ids(), tools_offered=True)
+    translator = ChatStreamTranslator(new_id=counter_ids(), tool_names=OFFERED)
     translator.feed(chunk(content='<tool_call>{"name": "get_weather", "arguments": {"ci'))
     events = translator.feed(chunk(content='ty": "Par'))
     assert [(e.type.value, getattr(e, "delta", "")) for e in events] == [
@@ -239,7 +238,7 @@ def test_arguments_stream_live() -> None:
 
 
 def test_text_parsers_stand_down_once_the_server_sends_tool_calls() -> None:
-    translator = ChatStreamTranslator(new_id=counter_ids(), tools_offered=True)
+    translator = ChatStreamTranslator(new_id=counter_ids(), tool_names=OFFERED)
     structured = {"index": 0, "id": "s1", "function": {"name": "real", "arguments": "{}"}}
     events = translator.feed(chunk(tool_calls=[structured]))
     events += translator.feed(chunk(content=f"<tool_call>{CALL_A}</tool_call>"))
