@@ -39,7 +39,7 @@ from starlette.types import Receive, Scope, Send
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.encode import encode_event
 from bridge.errors import InvalidRunInputError
-from bridge.request import build_chat_request, served_models
+from bridge.request import build_chat_request, build_responses_request, served_models
 from bridge.run import run_agent
 from bridge.stream import EventStreamResponse
 from bridge.upstream import UpstreamClient
@@ -89,7 +89,12 @@ class Bridge:
                     code="too_many_runs",
                 )
             run_input = await _read_run_input(request, self.config)
-            body = build_chat_request(run_input, self.config, await self._upstream_models())
+            build = (
+                build_responses_request
+                if self.config.upstream_api == "responses"
+                else build_chat_request
+            )
+            body = build(run_input, self.config, await self._upstream_models())
         except ClientDisconnect:
             return Response(status_code=400)  # gone while sending its body: nobody to answer
         except InvalidRunInputError as exc:
@@ -119,7 +124,8 @@ class Bridge:
     ) -> AsyncGenerator[str, None]:
         options = self.config.translate_for(body["model"])
         try:
-            async with aclosing(run_agent(run_input, body, self.upstream, options)) as batches:
+            run = run_agent(run_input, body, self.upstream, options, api=self.config.upstream_api)
+            async with aclosing(run) as batches:
                 async for batch in batches:
                     yield "".join(encode_event(event) for event in batch)
         finally:

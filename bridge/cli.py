@@ -21,6 +21,7 @@ from bridge.app import Bridge, create_app, mount
 from bridge.config import BridgeConfig
 from bridge.reasoning_tags import KNOWN_REASONING_TAGS
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.text_tools import FORMAT_ALIASES, TEXT_TOOL_FORMATS
 from bridge.translate import TranslateOptions
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.
@@ -128,12 +129,14 @@ def _add_translate(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--text-tool-format",
-        choices=["auto", "none", "hermes", "mistral", "llama"],
+        choices=["auto", "none", *TEXT_TOOL_FORMATS, *FORMAT_ALIASES],
         default="auto",
-        help="tool calls the model writes as text in content: hermes reads "
-        "<tool_call>{...}</tool_call>, mistral [TOOL_CALLS]..., llama <|python_tag|>{...} or "
-        "<function=name>{...}</function> or a leading JSON call; auto reads every format, only "
-        "when the request offered tools (default); none never",
+        metavar="FORMAT",
+        help="tool calls the model writes as text in content: one of "
+        f"{', '.join(TEXT_TOOL_FORMATS)} (vLLM's parser names such as llama3_json, "
+        "qwen3_xml, glm4_moe or openai are accepted too); auto reads every format, only when "
+        "the request offered tools, and harmony's reasoning channels always (default); none "
+        "never",
     )
     group.add_argument(
         "--starts-in-reasoning",
@@ -164,6 +167,19 @@ def _add_translate(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--include-state", action="store_true", help="send the run's state to the model as context"
+    )
+    group.add_argument(
+        "--upstream-api",
+        choices=["chat", "responses"],
+        default="chat",
+        help="the upstream's API: chat (/v1/chat/completions, default) or responses "
+        "(/v1/responses: reasoning summaries, encrypted reasoning carried across turns)",
+    )
+    group.add_argument(
+        "--responses-store",
+        action="store_true",
+        help="with --upstream-api responses: let the upstream store responses (default: "
+        "store false, stateless; the encrypted reasoning goes back with the history)",
     )
     group.add_argument(
         "--upstream-stream",
@@ -263,6 +279,8 @@ def _config(
         include_state=args.include_state,
         include_usage=not args.no_usage,
         upstream_stream=args.upstream_stream == "on",
+        upstream_api=args.upstream_api,
+        responses_store=args.responses_store,
         retries=args.retries,
         retry_after_cap=args.retry_after_cap,
         keepalive_interval=args.keepalive_interval,

@@ -17,6 +17,7 @@ ANY_UPSTREAM_MODEL = "*"
 
 ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
 ReasoningScopePolicy = Literal["current-turn", "all", "last"]
+UpstreamApi = Literal["chat", "responses"]
 
 #: Request parameters a client may set through ``forwardedProps`` (``model`` is checked apart,
 #: against the configured models). Everything else a client sends there is ignored.
@@ -87,6 +88,14 @@ class BridgeConfig:
     include_usage: bool = True
     """Ask for ``stream_options.include_usage`` (retried without it if the server refuses)."""
 
+    upstream_api: UpstreamApi = "chat"
+    """The upstream's API: ``chat`` (``/chat/completions``) or ``responses`` (``/responses``:
+    reasoning summaries, encrypted reasoning carried across turns)."""
+
+    responses_store: bool = False
+    """With ``upstream_api="responses"``: let the upstream store responses (``store``). Off by
+    default: stateless, the encrypted reasoning goes back with the history instead."""
+
     upstream_stream: bool = True
     """Ask the upstream to stream. Off for servers whose streaming breaks with tools: the whole
     answer then goes through the same decoder, filters and emitter as one big chunk."""
@@ -144,6 +153,8 @@ class BridgeConfig:
             raise ValueError(
                 f"reasoning_history must be auto, field, tags or drop: {self.reasoning_history!r}"
             )
+        if self.upstream_api not in ("chat", "responses"):
+            raise ValueError(f"upstream_api must be chat or responses, not {self.upstream_api!r}")
         if self.reasoning_scope not in ("current-turn", "all", "last"):
             raise ValueError(
                 f"reasoning_scope must be current-turn, all or last, not {self.reasoning_scope!r}"

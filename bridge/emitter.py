@@ -69,6 +69,7 @@ class EventEmitter:
         self._pending_whitespace = ""
         self._reasoning_id: str | None = None
         self._last_reasoning_id: str | None = None
+        self._reasoning_ids: dict[str, str] = {}  # the upstream's reasoning ids → ours
         self._calls: dict[int, _ToolCall] = {}
         self._open_calls: list[_ToolCall] = []
         self.tool_call_ids: list[str] = []
@@ -99,26 +100,45 @@ class EventEmitter:
             self._text_open = False
 
     # -- reasoning ----------------------------------------------------------------------
-    def reasoning(self, text: str, out: list[BaseEvent]) -> None:
+    def reasoning(self, text: str, out: list[BaseEvent], message_id: str | None = None) -> None:
+        """Reasoning text; ``message_id`` (the upstream's id for it) starts a new reasoning
+        message when it changes."""
         if not text:
             return
-        if self._reasoning_id is None:
+        if message_id is not None and (
+            message_id not in self._reasoning_ids
+            or self._reasoning_ids[message_id] != self._reasoning_id
+        ):
+            self._end_reasoning(out)
+            self._start_reasoning(out, message_id)
+        elif self._reasoning_id is None:
             self._start_reasoning(out)
         assert self._reasoning_id is not None
         out.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=text))
 
-    def encrypted_reasoning(self, value: str, out: list[BaseEvent]) -> None:
-        """Attach an opaque reasoning artefact to the current (or last) reasoning message."""
-        target = self._reasoning_id or self._last_reasoning_id
+    def encrypted_reasoning(
+        self, value: str, out: list[BaseEvent], message_id: str | None = None
+    ) -> None:
+        """Attach an opaque reasoning artefact to the reasoning message ``message_id`` names,
+        else to the current (or last) one; one is started when there is none."""
+        target = self._reasoning_ids.get(message_id) if message_id else None
+        if target is None and message_id is None:
+            target = self._reasoning_id or self._last_reasoning_id
         if target is None:
-            target = self._start_reasoning(out)
+            target = self._start_reasoning(out, message_id)
         out.append(
             ReasoningEncryptedValueEvent(subtype="message", entity_id=target, encrypted_value=value)
         )
 
-    def _start_reasoning(self, out: list[BaseEvent]) -> str:
+    def _start_reasoning(self, out: list[BaseEvent], upstream_id: str | None = None) -> str:
         self._end_text(out)
+        self._end_reasoning(out)
         reasoning_id = self._new_id("rsn")
+        if upstream_id is not None:
+            # The upstream's id, so that it can go back with the reasoning (Responses API).
+            taken = upstream_id in self._reasoning_ids.values()
+            reasoning_id = reasoning_id if taken else upstream_id
+            self._reasoning_ids[upstream_id] = reasoning_id
         out.append(ReasoningStartEvent(message_id=reasoning_id))
         out.append(ReasoningMessageStartEvent(message_id=reasoning_id, role="reasoning"))
         self._reasoning_id = self._last_reasoning_id = reasoning_id
@@ -200,6 +220,18 @@ class EventEmitter:
             )
         )
         return True
+
+    def end_tool_call(self, index: int, out: list[BaseEvent]) -> None:
+        """The upstream says call ``index`` is complete (Responses API): end it now."""
+        call = self._calls.pop(index, None)
+        if call is None:
+            return
+        if not call.started:
+            if not call.name:
+                raise UpstreamProtocolError(f"the upstream completed tool call #{index} unnamed")
+            self._start_call(call, out)
+        self._open_calls.remove(call)
+        out.append(ToolCallEndEvent(tool_call_id=call.id))
 
     # -- end of turn --------------------------------------------------------------------
     def close(self, out: list[BaseEvent]) -> None:

@@ -50,6 +50,7 @@ def to_openai_messages(
     reasoning_field: str = "reasoning_content",
     context: Sequence[Context] = (),
     state: Any = None,
+    encrypted_reasoning: bool = False,
 ) -> list[dict[str, Any]]:
     """Convert an AG-UI conversation into Chat Completions ``messages``.
 
@@ -66,14 +67,25 @@ def to_openai_messages(
         raise ValueError(f"scope must be one of {get_args(ReasoningScope)}, not {scope!r}")
 
     carriers = _reasoning_carriers(messages, scope) if reasoning != "drop" else set()
+    summaries = _reasoning_summaries(messages) if encrypted_reasoning else {}
     out: list[dict[str, Any]] = []
     pending: list[str] = []
     for index, message in enumerate(messages):
         if isinstance(message, ReasoningMessage):
-            # encrypted_value is not sent: Chat Completions has no place for it; the
-            # Responses API upstream will carry it back as an encrypted reasoning item.
             if message.content:
                 pending.append(message.content)
+            if encrypted_reasoning and message.encrypted_value:
+                # Not a Chat Completions message: the Responses request turns it into a
+                # reasoning item (Chat Completions has no place for encrypted reasoning).
+                item_id = message.id.split("#")[0]
+                out.append(
+                    {
+                        "role": "reasoning",
+                        "id": item_id,
+                        "summary": summaries.get(item_id, []),
+                        "encrypted_content": message.encrypted_value,
+                    }
+                )
         elif isinstance(message, AssistantMessage):
             text = "\n\n".join(pending) if index in carriers else ""
             pending = []
@@ -117,6 +129,16 @@ def to_openai_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
         }
         for tool in tools
     ]
+
+
+def _reasoning_summaries(messages: Sequence[Message]) -> dict[str, list[str]]:
+    """The texts of each upstream reasoning item, by item id: the bridge names the reasoning
+    message of an item's first summary part by the item's id and the next ones ``id#n``."""
+    summaries: dict[str, list[str]] = {}
+    for message in messages:
+        if isinstance(message, ReasoningMessage) and message.content:
+            summaries.setdefault(message.id.split("#")[0], []).append(message.content)
+    return summaries
 
 
 def _reasoning_carriers(messages: Sequence[Message], scope: ReasoningScope) -> set[int]:

@@ -54,16 +54,15 @@ class JsonCallReader:
         if self._args_start < 0 or self._args_is_string:
             return ""
         end = self._args_end if self._args_end >= 0 else self._pos
-        if self.error is not None and self._args_end < 0:
-            return ""
         piece = self.text[max(self._args_sent, self._args_start) : end]
         self._args_sent = max(self._args_sent, end)
         return piece
 
     @property
     def rest(self) -> str:
-        """What followed the object (once complete): the caller's to read."""
-        return self.text[self._pos :] if self.complete else ""
+        """What followed the object once complete, or the text from where it stopped making
+        sense: the caller's to read."""
+        return self.text[self._pos :] if self.complete or self.error is not None else ""
 
     @property
     def arguments_were_text(self) -> bool:

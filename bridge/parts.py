@@ -13,9 +13,12 @@ from ag_ui.core import TokenUsage
 
 @dataclass(frozen=True, slots=True)
 class Reasoning:
-    """Reasoning text, from a field or from inside reasoning tags."""
+    """Reasoning text, from a field or from inside reasoning tags. ``message_id``: the
+    upstream's own id for the reasoning it belongs to (Responses API items and summary parts);
+    a new id starts a new reasoning message, named by it."""
 
     text: str
+    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +49,18 @@ class BrokenToolCall:
 
 @dataclass(frozen=True, slots=True)
 class EncryptedReasoning:
-    """An opaque reasoning artefact (encrypted reasoning, or a signature) to hand back later."""
+    """An opaque reasoning artefact (encrypted reasoning, or a signature) to hand back later;
+    ``message_id``: the reasoning message it belongs to, when the upstream names it."""
 
     value: str
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDone:
+    """The upstream says tool call ``index`` is complete (Responses API): it can end now."""
+
+    index: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,4 +77,13 @@ class Finish:
     reason: str
 
 
-Part = Reasoning | Text | ToolCallDelta | BrokenToolCall | EncryptedReasoning | Usage | Finish
+Part = (
+    Reasoning
+    | Text
+    | ToolCallDelta
+    | ToolCallDone
+    | BrokenToolCall
+    | EncryptedReasoning
+    | Usage
+    | Finish
+)

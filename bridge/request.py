@@ -1,4 +1,5 @@
-"""A ``RunAgentInput`` → the Chat Completions request body sent upstream. Pure, no I/O."""
+"""A ``RunAgentInput`` → the request body sent upstream (Chat Completions or Responses API).
+Pure, no I/O."""
 
 from __future__ import annotations
 
@@ -18,23 +19,9 @@ def build_chat_request(
     """The streaming request for this run. ``forwardedProps`` may set only the allow-listed
     parameters (``FORWARDED_PARAMS``) and ``model`` among the configured models; anything else
     there is ignored, and nothing a client sends reaches the URL or the headers."""
-    forwarded = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
-    model = forwarded.get("model", config.model)
-    allowed = served_models(config, upstream_models)
-    if model not in allowed:
-        raise InvalidRunInputError(
-            f"model {model!r} is not served here; choose one of: {', '.join(allowed)}"
-        )
-    try:
-        messages = to_openai_messages(
-            run_input.messages,
-            reasoning="field" if config.reasoning_history == "auto" else config.reasoning_history,
-            scope=config.reasoning_scope,
-            context=run_input.context or (),
-            state=run_input.state if config.include_state and run_input.state else None,
-        )
-    except ValueError as exc:
-        raise InvalidRunInputError(str(exc)) from exc
+    forwarded = _forwarded(run_input)
+    model = _model(forwarded, config, upstream_models)
+    messages = _messages(run_input, config)
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": config.upstream_stream}
     if config.include_usage and config.upstream_stream:
         body["stream_options"] = {"include_usage": True}
@@ -45,9 +32,135 @@ def build_chat_request(
     return body
 
 
+def build_responses_request(
+    run_input: RunAgentInput, config: BridgeConfig, upstream_models: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The Responses API request for this run: the history as input items (reasoning items
+    carry back the ``encrypted_content`` the client kept), tools as function tools, reasoning
+    summaries and encrypted reasoning asked for, ``store`` off unless configured."""
+    forwarded = _forwarded(run_input)
+    model = _model(forwarded, config, upstream_models)
+    items = to_responses_input(_messages(run_input, config, encrypted_reasoning=True))
+    reasoning: dict[str, Any] = {"summary": "auto"}
+    if "reasoning_effort" in forwarded:
+        reasoning["effort"] = forwarded["reasoning_effort"]
+    body: dict[str, Any] = {
+        "model": model,
+        "input": items,
+        "stream": config.upstream_stream,
+        "store": config.responses_store,
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": reasoning,
+    }
+    if run_input.tools:
+        body["tools"] = [
+            {"type": "function", **tool["function"]} for tool in to_openai_tools(run_input.tools)
+        ]
+    for key in sorted(_RESPONSES_PARAMS.intersection(forwarded)):
+        body[key] = forwarded[key]
+    limit = forwarded.get("max_completion_tokens", forwarded.get("max_tokens"))
+    if limit is not None:
+        body["max_output_tokens"] = limit
+    choice = forwarded.get("tool_choice")
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        body["tool_choice"] = {"type": "function", "name": choice["function"].get("name")}
+    return body
+
+
+def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages (and the reasoning entries ``to_openai_messages`` leaves with
+    ``encrypted_reasoning=True``) → Responses API input items."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        if role == "reasoning":
+            summary = [{"type": "summary_text", "text": text} for text in message["summary"]]
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": message["id"],
+                    "summary": summary,
+                    "encrypted_content": message["encrypted_content"],
+                }
+            )
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["tool_call_id"],
+                    "output": message["content"],
+                }
+            )
+        elif role == "assistant":
+            if message.get("content"):
+                items.append({"role": "assistant", "content": message["content"]})
+            for call in message.get("tool_calls") or ():
+                function = call["function"]
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function["name"],
+                        "arguments": function["arguments"],
+                    }
+                )
+        elif role == "user" and isinstance(message["content"], list):
+            items.append({"role": "user", "content": [_input_part(p) for p in message["content"]]})
+        else:  # system, developer, user with text
+            items.append({"role": role, "content": message["content"]})
+    return items
+
+
 def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> list[str]:
     """The models a client may pick: the configured ones, and the upstream's list for ``*``."""
     named = [model for model in config.models if model != ANY_UPSTREAM_MODEL]
     if ANY_UPSTREAM_MODEL in config.models:
         named += upstream_models
     return list(dict.fromkeys(named))
+
+
+#: forwardedProps parameters the Responses API takes as they are (``max_tokens``,
+#: ``reasoning_effort`` and ``tool_choice`` are mapped apart; the rest is Chat Completions only).
+_RESPONSES_PARAMS = frozenset({"temperature", "top_p", "parallel_tool_calls", "tool_choice"})
+
+
+def _forwarded(run_input: RunAgentInput) -> dict[str, Any]:
+    props = run_input.forwarded_props
+    return props if isinstance(props, dict) else {}
+
+
+def _model(forwarded: dict[str, Any], config: BridgeConfig, upstream_models: Sequence[str]) -> Any:
+    model = forwarded.get("model", config.model)
+    allowed = served_models(config, upstream_models)
+    if model not in allowed:
+        raise InvalidRunInputError(
+            f"model {model!r} is not served here; choose one of: {', '.join(allowed)}"
+        )
+    return model
+
+
+def _messages(
+    run_input: RunAgentInput, config: BridgeConfig, *, encrypted_reasoning: bool = False
+) -> list[dict[str, Any]]:
+    try:
+        return to_openai_messages(
+            run_input.messages,
+            # Responses: reasoning goes back as encrypted items, never inside messages.
+            reasoning="drop"
+            if encrypted_reasoning
+            else "field"
+            if config.reasoning_history == "auto"
+            else config.reasoning_history,
+            scope=config.reasoning_scope,
+            context=run_input.context or (),
+            state=run_input.state if config.include_state and run_input.state else None,
+            encrypted_reasoning=encrypted_reasoning,
+        )
+    except ValueError as exc:
+        raise InvalidRunInputError(str(exc)) from exc
+
+
+def _input_part(part: dict[str, Any]) -> dict[str, Any]:
+    if part["type"] == "image_url":
+        return {"type": "input_image", "image_url": part["image_url"]["url"]}
+    return {"type": "input_text", "text": part["text"]}

@@ -4,7 +4,7 @@ RUN_FINISHED (usage, pending frontend tool calls) or RUN_ERROR (readable message
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -18,7 +18,11 @@ from ag_ui.core import (
     RunStartedEvent,
 )
 
+from bridge.config import UpstreamApi
+from bridge.decode import decode_chat_chunk
+from bridge.decode_responses import ResponsesDecoder
 from bridge.errors import BridgeError, InternalError, UpstreamTruncatedError
+from bridge.parts import Part
 from bridge.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
 from bridge.upstream import UpstreamClient
 
@@ -36,8 +40,11 @@ async def run_agent(
     body: dict[str, Any],
     upstream: UpstreamClient,
     options: TranslateOptions,
+    *,
+    api: UpstreamApi = "chat",
 ) -> AsyncGenerator[Sequence[BaseEvent], None]:
-    """Yield the run's events, batched per upstream chunk (one SSE write each)."""
+    """Yield the run's events, batched per upstream chunk (one SSE write each). ``api``: the
+    upstream's API (``body`` was built for it)."""
     yield [
         RunStartedEvent(
             thread_id=run_input.thread_id,
@@ -45,13 +52,18 @@ async def run_agent(
             protocol_version=PROTOCOL_VERSION,
         )
     ]
-    names = [tool["function"]["name"] for tool in body.get("tools", ())]
-    translator = ChatStreamTranslator(options, tool_names=names)
+    functions = [tool.get("function", tool) for tool in body.get("tools", ())]
+    tools = {function["name"]: function.get("parameters") or {} for function in functions}
+    decode: Callable[[dict[str, Any]], list[Part]] = decode_chat_chunk
+    path = "/chat/completions"
+    if api == "responses":
+        decode, path = ResponsesDecoder().decode, "/responses"
+    translator = ChatStreamTranslator(options, tool_names=tools, decode=decode)
     error: BridgeError | None = None
     try:
         # aclosing: a client that goes away cancels us here, and the upstream request is closed
         # at once instead of whenever the generator is collected.
-        async with aclosing(upstream.stream_chat(body)) as chunks:
+        async with aclosing(upstream.stream_chat(body, path)) as chunks:
             async for chunk in chunks:
                 events = translator.feed(chunk)
                 if events:

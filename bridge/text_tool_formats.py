@@ -2,98 +2,26 @@
 
 Each reader takes the text after the marker, reports the calls it finds as parts, and returns what
 followed the calls (``None`` while it needs more). ``TextToolCalls`` (``text_tools.py``) finds
-the markers and hands over.
+the markers and hands over. Formats that share a marker (``<tool_call>``: Hermes JSON, Qwen3-Coder
+XML, GLM-4.5; ``<function=``: Llama 3.1 JSON, Qwen3-Coder XML) are told apart by what follows it.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import secrets
 import string
 from collections.abc import Callable
 
 from bridge.json_call import JsonCallReader
 from bridge.markers import MarkerSet
-from bridge.parts import BrokenToolCall, Part, Text, ToolCallDelta
-
-logger = logging.getLogger("agui_bridge")
+from bridge.parts import Part, Text
+from bridge.text_tool_call import Call, FormatContext, arguments_reader, plausible_name
+from bridge.text_tool_harmony import CHANNEL, START, HarmonyBody
+from bridge.text_tool_pythonic import PYTHON_START, PythonicBody
+from bridge.text_tool_sections import DEEPSEEK_V3, KIMI_K2, SectionBody
+from bridge.text_tool_xml import FunctionTagBody, GlmBody
 
 _ALPHANUMERIC = string.ascii_letters + string.digits
-
-
-class _Call:
-    """One call being read: reports its name once known, then its arguments as they come."""
-
-    def __init__(
-        self,
-        index: int,
-        call_id: str | None,
-        reader: JsonCallReader,
-        raw: str,
-        allowed: frozenset[str] | None = None,
-    ) -> None:
-        self.allowed = allowed  # for formats without a marker of their own: offered tools only
-        self.index = index
-        self.call_id = call_id
-        self.reader = reader
-        self.raw = raw  # the text as the model wrote it, for when it is not a call after all
-        self._named = False
-        self._pending = ""
-        self._finished = False
-
-    def read(self, text: str, out: list[Part]) -> None:
-        self.raw += text
-        reader = self.reader
-        if reader.error is not None or reader.complete:
-            if reader.complete:
-                reader.feed(text)  # kept as `rest`
-            return
-        piece = reader.feed(text)
-        if reader.error is not None:
-            return
-        if not self._named:
-            self._pending += piece
-            if reader.name is None:
-                return
-            if self.allowed is not None and reader.name not in self.allowed:
-                reader.error = f"{reader.name!r} is not one of the tools offered"
-                return
-            self._named = True
-            piece, self._pending = self._pending, ""
-            out.append(ToolCallDelta(self.index, self.call_id, reader.name, ""))
-        if piece:
-            out.append(ToolCallDelta(self.index, None, None, piece))
-
-    def consume(self, text: str, out: list[Part]) -> str | None:
-        """Read ``text``: ``None`` while the call goes on; once it has ended (read whole, or
-        unreadable: see ``reader.error``), it is finished and what followed it is returned."""
-        self.read(text, out)
-        reader = self.reader
-        if reader.error is not None:
-            self.finish(out)
-            return ""
-        if not reader.complete:
-            return None
-        rest = reader.rest
-        self.raw = self.raw[: len(self.raw) - len(rest)]
-        self.finish(out)
-        return rest
-
-    def finish(self, out: list[Part], *, raw: str | None = None) -> None:
-        """The call's text has ended: a call, or text again, or a broken call. Once only."""
-        if self._finished:
-            return
-        self._finished = True
-        reader = self.reader
-        raw = self.raw if raw is None else raw
-        if reader.error is None and not reader.complete:
-            reader.error = "the call was cut off before its end"
-        if reader.error is not None:
-            logger.warning("a text tool call could not be read (%s): %.200r", reader.error, raw)
-            out.append(BrokenToolCall(self.index, raw, reader.error) if self._named else Text(raw))
-        elif reader.arguments_were_text:
-            out.append(ToolCallDelta(self.index, None, None, reader.arguments()))
 
 
 class _HermesBody:
@@ -105,7 +33,7 @@ class _HermesBody:
         self._held = ""
         index = next_index()
         reader = JsonCallReader(args_keys=("arguments", "parameters"))
-        self._call = _Call(index, None, reader, self.OPEN)
+        self._call = Call(index, None, reader, self.OPEN)
 
     def feed(self, text: str, out: list[Part]) -> str | None:
         text, self._held = self._held + text, ""
@@ -136,7 +64,7 @@ class _MistralBody:
         self._state = "start"  # start | array | element | after | name | args
         self._between = self.OPEN  # structure read since the last call: shown if it was none
         self._name = ""
-        self._call: _Call | None = None
+        self._call: Call | None = None
 
     def feed(self, text: str, out: list[Part]) -> str | None:
         while text:
@@ -179,14 +107,14 @@ class _MistralBody:
                     name = self._name[:position]
                 else:  # "[AR" may be the start of "[ARGS]"
                     name = self._name[: len(self._name) - _ARGS_MARKER.partial_length(self._name)]
-                if not _plausible_name(name.strip()) or len(name) > 200:
+                if not plausible_name(name.strip()) or len(name) > 200:
                     out.append(Text(self._between + self._name))
                     return ""
                 if position == -1:
                     return None
                 text = self._name[position + len(self.ARGS) :]
                 raw = self._between + name + self.ARGS
-                self._call = self._new_call(_arguments_reader(name.strip()), raw)
+                self._call = self._new_call(arguments_reader(name.strip()), raw)
                 self._state = "args"
                 self._call.read("", out)
             else:  # args
@@ -203,9 +131,9 @@ class _MistralBody:
         elif self._between:
             out.append(Text(self._between))
 
-    def _new_call(self, reader: JsonCallReader, raw: str) -> _Call:
+    def _new_call(self, reader: JsonCallReader, raw: str) -> Call:
         call_id = "".join(secrets.choice(_ALPHANUMERIC) for _ in range(9))
-        return _Call(self._next_index(), call_id, reader, raw)
+        return Call(self._next_index(), call_id, reader, raw)
 
 
 class _LlamaJsonBody:
@@ -218,7 +146,7 @@ class _LlamaJsonBody:
         self._next_index = next_index
         self._allowed = allowed
         self._between = "" if allowed is not None else "<|python_tag|>"
-        self._call: _Call | None = None
+        self._call: Call | None = None
         self._after_call = False  # a call just ended: a `;` would bring another
         self._pending_head = head  # the marker's own text is the start of the JSON object
 
@@ -242,7 +170,7 @@ class _LlamaJsonBody:
                     self._between = ""
                     return stripped
                 reader = JsonCallReader(args_keys=("parameters", "arguments"))
-                self._call = _Call(self._next_index(), None, reader, self._between, self._allowed)
+                self._call = Call(self._next_index(), None, reader, self._between, self._allowed)
                 self._between = ""
                 text = stripped
             rest = self._call.consume(text, out)
@@ -258,83 +186,131 @@ class _LlamaJsonBody:
             out.append(Text(self._between + self._pending_head))
 
 
-class _LlamaFunctionBody:
-    """Llama 3.1's custom-tool form: ``<function=name>{…}</function>``."""
+class _ToolCallTagBody:
+    """After ``<tool_call>``: Hermes JSON (``{``), Qwen3-Coder XML (``<function=``) or GLM-4.5
+    (a bare name), whichever of them is enabled."""
 
-    OPEN = "<function="
-    CLOSE = "</function>"
+    OPEN = _HermesBody.OPEN
+    CLOSE = _HermesBody.CLOSE
 
-    def __init__(self, next_index: Callable[[], int]) -> None:
-        self._next_index = next_index
-        self._name = ""
-        self._call: _Call | None = None
-        self._tail = ""
+    def __init__(self, ctx: FormatContext) -> None:
+        self._ctx = ctx
+        self._buf = ""
+        self._inner: _HermesBody | FunctionTagBody | GlmBody | None = None
+        self._tail: str | None = None  # after Qwen3-Coder's </function>: its </tool_call> is due
 
     def feed(self, text: str, out: list[Part]) -> str | None:
-        if self._call is None:
-            self._name += text
-            position = self._name.find(">")
-            name = self._name[:position] if position != -1 else self._name
-            if not _plausible_name(name) or len(name) > 200:
-                out.append(Text(self.OPEN + self._name))
-                return ""
-            if position == -1:
+        if self._tail is not None:
+            return self._after_function(text)
+        if self._inner is None:
+            self._buf += text
+            stripped = self._buf.lstrip()
+            if not stripped:
                 return None
-            text = self._name[position + 1 :]
-            raw = self.OPEN + name + ">"
-            self._call = _Call(self._next_index(), None, _arguments_reader(name), raw)
-            self._call.read("", out)
-        if not self._call.reader.complete:
-            rest = self._call.consume(text, out)
-            if rest is None or self._call.reader.error is not None:
-                return rest
-            text = rest
-        self._tail += text
-        if self.CLOSE.startswith(self._tail) and len(self._tail) < len(self.CLOSE):
-            return None  # perhaps the closing tag, still arriving
-        return self._tail[len(self.CLOSE) :] if self._tail.startswith(self.CLOSE) else self._tail
+            space = self._buf[: len(self._buf) - len(stripped)]
+            formats = self._ctx.formats
+            function = FunctionTagBody.OPEN
+            if "qwen3_coder" in formats and function.startswith(stripped[: len(function)]):
+                if len(stripped) < len(function):
+                    return None
+                self._inner = FunctionTagBody(self._ctx, prefix=self.OPEN + space + function)
+                text = stripped[len(function) :]
+            elif "glm45" in formats and stripped[0] not in "{<":
+                self._inner = GlmBody(self._ctx, self.OPEN + space)
+                text = stripped
+            else:
+                self._inner = _HermesBody(self._ctx.next_index)
+                text = self._buf
+            self._buf = ""
+        rest = self._inner.feed(text, out)
+        if rest is None or not isinstance(self._inner, FunctionTagBody) or not self._inner.was_call:
+            return rest
+        self._tail = ""
+        return self._after_function(rest)
 
     def close(self, out: list[Part]) -> None:
-        if self._call is None:
-            out.append(Text(self.OPEN + self._name))
-            return
-        self._call.finish(out)
-        if self._tail and not self.CLOSE.startswith(self._tail):
-            out.append(Text(self._tail))
+        if self._tail is not None:
+            if self._tail:
+                out.append(Text(self._tail))
+        elif self._inner is not None:
+            self._inner.close(out)
+        else:
+            out.append(Text(self.OPEN + self._buf))
+
+    def _after_function(self, text: str) -> str | None:
+        self._tail = (self._tail or "") + text
+        stripped = self._tail.lstrip()
+        if stripped.startswith(self.CLOSE):
+            return stripped[len(self.CLOSE) :]
+        if not stripped or self.CLOSE.startswith(stripped):
+            return None
+        return self._tail
 
 
-Body = _HermesBody | _MistralBody | _LlamaJsonBody | _LlamaFunctionBody
+Body = (
+    _ToolCallTagBody
+    | _MistralBody
+    | _LlamaJsonBody
+    | FunctionTagBody
+    | PythonicBody
+    | SectionBody
+    | HarmonyBody
+)
 
 
-def body_for(marker: str, next_index: Callable[[], int], tool_names: frozenset[str]) -> Body:
+def body_for(marker: str, ctx: FormatContext) -> Body:
     if marker == _HermesBody.OPEN:
-        return _HermesBody(next_index)
+        return _ToolCallTagBody(ctx)
     if marker == _MistralBody.OPEN:
-        return _MistralBody(next_index)
-    if marker == _LlamaFunctionBody.OPEN:
-        return _LlamaFunctionBody(next_index)
+        return _MistralBody(ctx.next_index)
+    if marker == FunctionTagBody.OPEN:
+        return FunctionTagBody(
+            ctx, json_ok="llama" in ctx.formats, xml_ok="qwen3_coder" in ctx.formats
+        )
     if marker == _PYTHON_TAG:
-        return _LlamaJsonBody(next_index, "", None)
-    return _LlamaJsonBody(next_index, marker, tool_names)
-
-
-def _arguments_reader(name: str) -> JsonCallReader:
-    """A reader for ``name[ARGS]{…}``-style calls, which write only the arguments object."""
-    reader = JsonCallReader(stop_after_args=True)
-    reader.feed(f'{{"name": {json.dumps(name)}, "arguments": ')
-    return reader
-
-
-def _plausible_name(name: str) -> bool:
-    return all(char.isalnum() or char in "_-." for char in name)
+        return _LlamaJsonBody(ctx.next_index, "", None)
+    if marker in (PYTHON_START, "["):
+        return PythonicBody(ctx, marker)
+    if marker in KIMI_K2.opens:
+        return SectionBody(ctx, KIMI_K2, marker)
+    if marker in DEEPSEEK_V3.opens:
+        return SectionBody(ctx, DEEPSEEK_V3, marker)
+    if marker in (CHANNEL, START):
+        return HarmonyBody(ctx, marker)
+    return _LlamaJsonBody(ctx.next_index, marker, ctx.allowed(marker_of_its_own=False))
 
 
 _ARGS_MARKER = MarkerSet([_MistralBody.ARGS])
 _PYTHON_TAG = "<|python_tag|>"
+#: Each format's opening markers, found anywhere in the answer.
 MARKERS = {
     "hermes": (_HermesBody.OPEN,),
     "mistral": (_MistralBody.OPEN,),
-    "llama": (_PYTHON_TAG, _LlamaFunctionBody.OPEN),
+    "llama": (_PYTHON_TAG, FunctionTagBody.OPEN),
+    "pythonic": (PYTHON_START,),
+    "qwen3_coder": (_ToolCallTagBody.OPEN, FunctionTagBody.OPEN),
+    "glm45": (_ToolCallTagBody.OPEN,),
+    "kimi_k2": KIMI_K2.opens,
+    "deepseek_v3": DEEPSEEK_V3.opens,
+    "harmony": (CHANNEL, START),
 }
-#: Llama's bare JSON call has no marker: it is taken only where it opens the answer.
-START_MARKERS = {"llama": ('{"name"', '{"type"')}
+#: Formats whose calls have no marker of their own are taken only where they open the answer
+#: (and then must name an offered tool): Llama's bare JSON and the pythonic list.
+START_MARKERS = {"llama": ('{"name"', '{"type"'), "pythonic": ("[",)}
+#: Other names the formats go by (vLLM's tool parsers, the model family).
+FORMAT_ALIASES = {
+    "qwen": "hermes",
+    "llama3_json": "llama",
+    "llama4_pythonic": "pythonic",
+    "qwen3-coder": "qwen3_coder",
+    "qwen3_xml": "qwen3_coder",
+    "glm": "glm45",
+    "glm4_moe": "glm45",
+    "kimi": "kimi_k2",
+    "kimi-k2": "kimi_k2",
+    "deepseek": "deepseek_v3",
+    "deepseek-v3": "deepseek_v3",
+    "deepseek_v31": "deepseek_v3",
+    "gpt-oss": "harmony",
+    "openai": "harmony",
+}

@@ -7,9 +7,20 @@ follows to that format's body reader until the calls end; text around the calls 
 - ``mistral``: ``[TOOL_CALLS][{"name": …, "arguments": {…}}, …]`` and the newer
   ``[TOOL_CALLS]name[ARGS]{…}`` (ids of 9 alphanumerics, as Mistral's templates require);
 - ``llama`` (Llama 3.x): ``<|python_tag|>{…}``, ``<function=name>{…}</function>``, and a bare
-  ``{"name": …, "parameters": {…}}`` only where it opens the answer and names an offered tool.
+  ``{"name": …, "parameters": {…}}`` only where it opens the answer and names an offered tool;
+- ``pythonic`` (Llama 3.2/4 and others): ``[get_weather(city="Paris"), …]`` where it opens the
+  answer and names an offered tool, or after ``<|python_start|>``;
+- ``qwen3_coder``: ``<tool_call><function=name><parameter=city>Paris</parameter></function>
+  </tool_call>``, values typed by the tool's JSON schema;
+- ``glm45``: ``<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>…</tool_call>``;
+- ``kimi_k2``: ``<|tool_calls_section_begin|>…<|tool_call_begin|>functions.name:0
+  <|tool_call_argument_begin|>{…}<|tool_call_end|>…``;
+- ``deepseek_v3``: ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name`` +
+  fenced JSON (and V3.1's ``name<｜tool▁sep｜>{…}``);
+- ``harmony`` (gpt-oss): ``analysis`` messages are reasoning, ``final`` ones text, and
+  ``to=functions.name … <|message|>{…}<|call|>`` a call.
 
-The readers of each format's body are in ``text_tool_formats.py``.
+The readers are in ``text_tool_formats.py`` and the ``text_tool_*.py`` modules it imports.
 
 A call that turns out not to be one is never dropped and never becomes a wrong call: before its
 name is read it goes back to being text; after, it is reported as ``BrokenToolCall`` (the emitter
@@ -19,13 +30,18 @@ why. Arguments stream as the model writes them, in any key order.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from typing import Any
+
 from bridge.markers import MarkerSet
 from bridge.parts import Part, Text
-from bridge.text_tool_formats import MARKERS, START_MARKERS, Body, body_for
+from bridge.text_tool_call import FormatContext
+from bridge.text_tool_formats import FORMAT_ALIASES, MARKERS, START_MARKERS, Body, body_for
 
 #: Indices for calls parsed from text, apart from the upstream's own ``tool_calls`` indices.
 TEXT_CALL_INDEX_BASE = 1_000_000
 TEXT_TOOL_FORMATS = tuple(MARKERS)
+__all__ = ["FORMAT_ALIASES", "TEXT_CALL_INDEX_BASE", "TEXT_TOOL_FORMATS", "TextToolCalls"]
 
 
 class TextToolCalls:
@@ -35,9 +51,13 @@ class TextToolCalls:
         self,
         formats: tuple[str, ...] = TEXT_TOOL_FORMATS,
         *,
-        tool_names: frozenset[str] = frozenset(),
+        tool_names: Collection[str] | Mapping[str, Mapping[str, Any]] = frozenset(),
+        calls: bool = True,
     ) -> None:
-        """``tool_names``: the tools offered; a bare JSON call (Llama) must name one of them."""
+        """``tool_names``: the tools offered (a mapping gives each one's parameters schema,
+        which types Qwen3-Coder's and GLM's values); a call without a marker of its own (Llama's
+        bare JSON, a pythonic list) must name one of them. ``calls=False``: read harmony's
+        channels but no calls (no tools were offered)."""
         unknown = set(formats) - set(TEXT_TOOL_FORMATS)
         if unknown:
             raise ValueError(f"unknown text tool formats: {sorted(unknown)}")
@@ -45,7 +65,15 @@ class TextToolCalls:
         at_start = [marker for name in formats for marker in START_MARKERS.get(name, ())]
         self._open = MarkerSet(anywhere)
         self._open_at_start = MarkerSet([*anywhere, *at_start])
-        self._tool_names = tool_names
+        tools = (
+            {
+                name: schema if isinstance(schema, Mapping) else {}
+                for name, schema in tool_names.items()
+            }
+            if isinstance(tool_names, Mapping)
+            else {name: {} for name in tool_names}
+        )
+        self._ctx = FormatContext(self._next_index, tools, frozenset(formats), calls)
         self._started = False  # some text (or a call) came: start-only markers no longer apply
         self._held = ""
         self._body: Body | None = None
@@ -73,7 +101,7 @@ class TextToolCalls:
                         text = text[position:]
                         continue
                 self._started = True
-                self._body = body_for(marker, self._next_index, self._tool_names)
+                self._body = body_for(marker, self._ctx)
                 text = text[position + len(marker) :]
                 continue
             rest = self._body.feed(text, out)

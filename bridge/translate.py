@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
+    Callable,
     Collection,
     Iterable,
     Iterator,
@@ -16,7 +17,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ag_ui.core import BaseEvent, TokenUsage
 
@@ -31,6 +32,7 @@ from bridge.parts import (
     Reasoning,
     Text,
     ToolCallDelta,
+    ToolCallDone,
     Usage,
 )
 from bridge.reasoning_tags import (
@@ -39,7 +41,7 @@ from bridge.reasoning_tags import (
     TagPair,
     resolve_reasoning_tags,
 )
-from bridge.text_tools import TEXT_TOOL_FORMATS, TextToolCalls
+from bridge.text_tools import FORMAT_ALIASES, TEXT_TOOL_FORMATS, TextToolCalls
 
 DONE = "[DONE]"
 """The SSE data line that ends an OpenAI-compatible stream; ``feed(DONE)`` records it."""
@@ -57,6 +59,7 @@ class SupportsModelDump(Protocol):
 
 
 Chunk = Mapping[str, Any] | SupportsModelDump | str
+ToolNames = Collection[str] | Mapping[str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,13 +71,13 @@ class TranslateOptions:
     (``think``, ``thinking``, ``reasoning``, ``thought``, ``THINK``, ``seed:think``) or
     ``(open, close)`` pairs. Default: ``<think>…</think>``."""
 
-    text_tool_format: Literal["auto", "none", "hermes", "mistral", "llama"] = "auto"
+    text_tool_format: str = "auto"
     """Tool calls the model writes as text in ``content`` (no server-side tool parser): one
-    format (``hermes``: ``<tool_call>{…}</tool_call>``; ``mistral``: ``[TOOL_CALLS]…``;
-    ``llama``: ``<|python_tag|>{…}``, ``<function=name>{…}</function>``, or a bare JSON call that
-    opens the answer and names an offered tool), or
-    ``auto``: every format, only when the request offered tools and only at a format's opening
-    marker; ``none``: never."""
+    format of ``TEXT_TOOL_FORMATS`` (``hermes``, ``mistral``, ``llama``, ``pythonic``,
+    ``qwen3_coder``, ``glm45``, ``kimi_k2``, ``deepseek_v3``, ``harmony``; vLLM's parser names
+    such as ``llama3_json`` or ``openai`` are accepted too), or ``auto``: every format, only when
+    the request offered tools and only at a format's opening marker (harmony's channels, which
+    also carry reasoning, are read even without tools); ``none``: never."""
 
     starts_in_reasoning: bool = False
     """The chat template opens the reasoning tag in the prompt, so the content starts inside
@@ -83,11 +86,13 @@ class TranslateOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reasoning_tags", resolve_reasoning_tags(self.reasoning_tags))
-        if self.text_tool_format not in ("auto", "none", *TEXT_TOOL_FORMATS):
+        fmt = FORMAT_ALIASES.get(self.text_tool_format, self.text_tool_format)
+        if fmt not in ("auto", "none", *TEXT_TOOL_FORMATS):
             raise ValueError(
                 f"text_tool_format must be auto, none or one of {TEXT_TOOL_FORMATS}, "
                 f"not {self.text_tool_format!r}"
             )
+        object.__setattr__(self, "text_tool_format", fmt)
 
 
 @dataclass(frozen=True)
@@ -114,19 +119,25 @@ class ChatStreamTranslator:
         options: TranslateOptions | None = None,
         *,
         new_id: IdFactory = random_id,
-        tool_names: Collection[str] = (),
+        tool_names: ToolNames = (),
+        decode: Callable[[dict[str, Any]], list[Part]] = decode_chat_chunk,
     ):
-        """``tool_names``: the tools the request gave the model (with
-        ``text_tool_format="auto"``, calls written as text are looked for only then; a bare JSON
-        call, which has no marker of its own, must name one of ``tool_names``)."""
+        """``decode``: reads one upstream object into parts (Chat Completions chunks by
+        default; ``ResponsesDecoder().decode`` for the Responses API). ``tool_names``: the
+        tools the request gave the model, or a mapping of their names to their parameters'
+        JSON schema (with ``text_tool_format="auto"``, calls written as text
+        are looked for only then; a call without a marker of its own, such as a bare JSON
+        object, must name one of them; Qwen3-Coder's and GLM's values are typed by the schema)."""
         options = options or TranslateOptions()
+        self._decode = decode
         fmt = options.text_tool_format
         self._text_tools: TextToolCalls | None = None
-        names = frozenset(tool_names)
         if fmt in TEXT_TOOL_FORMATS:
-            self._text_tools = TextToolCalls((fmt,), tool_names=names)
-        elif fmt == "auto" and names:
-            self._text_tools = TextToolCalls(tool_names=names)
+            self._text_tools = TextToolCalls((fmt,), tool_names=tool_names)
+        elif fmt == "auto" and tool_names:
+            self._text_tools = TextToolCalls(tool_names=tool_names)
+        elif fmt == "auto":
+            self._text_tools = TextToolCalls(("harmony",), calls=False)
         self._tags = ReasoningTagFilter(
             options.reasoning_tags,  # type: ignore[arg-type]  # normalised in __post_init__
             starts_in_reasoning=options.starts_in_reasoning,
@@ -172,7 +183,7 @@ class ChatStreamTranslator:
             else:
                 self._fail(UpstreamProtocolError("upstream chunk is not a JSON object"))
         try:
-            for part in decode_chat_chunk(chunk):
+            for part in self._decode(chunk):
                 self._route(part, out)
         except BridgeError as exc:
             self._carried = out  # what this chunk produced before the error: close() emits it
@@ -208,7 +219,7 @@ class ChatStreamTranslator:
                 else:
                     self._reasoning_from_tags(piece.text, out)
         elif kind is Reasoning:
-            self._reasoning_from_field(part.text, out)  # type: ignore[union-attr]
+            self._reasoning_from_field(part.text, out, part.message_id)  # type: ignore[union-attr]
         elif kind is ToolCallDelta:
             if self._text_tools is not None:
                 # The server parses tool calls itself: the text parsers stand down.
@@ -219,7 +230,9 @@ class ChatStreamTranslator:
             self._finish_reason = part.reason  # type: ignore[union-attr]
             self._end_turn(out)
         elif kind is EncryptedReasoning:
-            self._emitter.encrypted_reasoning(part.value, out)  # type: ignore[union-attr]
+            self._emitter.encrypted_reasoning(part.value, out, part.message_id)  # type: ignore[union-attr]
+        elif kind is ToolCallDone:
+            self._emitter.end_tool_call(part.index, out)  # type: ignore[union-attr]
         elif kind is Usage:
             self._emitter.usage = part.usage  # type: ignore[union-attr]
 
@@ -231,7 +244,9 @@ class ChatStreamTranslator:
             self._tag_reasoning_size += len(text)
         self._emitter.reasoning(text, out)
 
-    def _reasoning_from_field(self, text: str, out: list[BaseEvent]) -> None:
+    def _reasoning_from_field(
+        self, text: str, out: list[BaseEvent], message_id: str | None = None
+    ) -> None:
         if not self._field_reasoning:
             self._field_reasoning = True
             self._tags.leave_implicit_reasoning()
@@ -246,7 +261,7 @@ class ChatStreamTranslator:
                 text = text[size:]
             else:
                 self._echo = ""
-        self._emitter.reasoning(text, out)
+        self._emitter.reasoning(text, out, message_id)
 
     def _answer_text(self, text: str, out: list[BaseEvent]) -> None:
         if self._text_tools is None:
@@ -259,6 +274,8 @@ class ChatStreamTranslator:
             kind = type(part)
             if kind is Text:
                 self._emitter.text(part.text, out)  # type: ignore[union-attr]
+            elif kind is Reasoning:  # harmony's analysis channel
+                self._emitter.reasoning(part.text, out)  # type: ignore[union-attr]
             elif kind is ToolCallDelta:
                 self._emitter.tool_call(part, out)  # type: ignore[arg-type]
             elif kind is BrokenToolCall and not self._emitter.broken_call(part, out):  # type: ignore[arg-type]
@@ -280,7 +297,7 @@ def translate_chat_stream(
     options: TranslateOptions | None = None,
     *,
     new_id: IdFactory = random_id,
-    tool_names: Collection[str] = (),
+    tool_names: ToolNames = (),
 ) -> Iterator[BaseEvent]:
     """Translate a whole stream; a ``BridgeError`` is raised after the last event."""
     translator = ChatStreamTranslator(options, new_id=new_id, tool_names=tool_names)
@@ -300,7 +317,7 @@ async def atranslate_chat_stream(
     options: TranslateOptions | None = None,
     *,
     new_id: IdFactory = random_id,
-    tool_names: Collection[str] = (),
+    tool_names: ToolNames = (),
 ) -> AsyncIterator[BaseEvent]:
     """The async form of ``translate_chat_stream``, driving the same ``ChatStreamTranslator``."""
     translator = ChatStreamTranslator(options, new_id=new_id, tool_names=tool_names)

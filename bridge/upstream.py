@@ -67,13 +67,17 @@ class UpstreamClient:
         default_port = 443 if self._origin.scheme == "https" else 80
         return f"{self._origin.host}:{self._origin.port or default_port}"
 
-    async def stream_chat(self, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | str, None]:
-        """POST a chat completion and yield its chunks (dicts and ``DONE``) as they arrive.
+    async def stream_chat(
+        self, body: dict[str, Any], path: str = "/chat/completions"
+    ) -> AsyncGenerator[dict[str, Any] | str, None]:
+        """POST a chat completion (or, with ``path="/responses"``, a Responses API request) and
+        yield its chunks or events (dicts and ``DONE``) as they arrive.
 
         A server that answers the streaming request with one JSON body (some do when tools are
-        given) yields that body: the translator reads a whole ``chat.completion`` like a chunk.
+        given) yields that body: the translator reads a whole ``chat.completion`` (or
+        ``response``) like a chunk.
         """
-        response = await self._open(body)
+        response = await self._open(body, path)
         try:
             content_type = response.headers.get("content-type", "")
             if "text/event-stream" in content_type:
@@ -94,9 +98,9 @@ class UpstreamClient:
         finally:
             await response.aclose()
 
-    async def _open(self, body: dict[str, Any]) -> httpx.Response:
+    async def _open(self, body: dict[str, Any], path: str) -> httpx.Response:
         """Send the request, retrying only what failed before the answer began."""
-        url = f"{self._config.upstream_url}/chat/completions"
+        url = f"{self._config.upstream_url}{path}"
         attempt = 0
         while True:
             try:

@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 
+from agui_rules import check_frames, parse_body
 from bridge.app import create_app
 from bridge.config import BridgeConfig
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
@@ -95,3 +97,50 @@ def run_input(messages: list[dict[str, Any]] | None = None, **extra: Any) -> dic
     }
     body.update(extra)
     return body
+
+
+def post(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    response = httpx.post(url, json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return check_frames(parse_body(response.text))
+
+
+def joined(frames: list[dict[str, Any]], kind: str) -> str:
+    return "".join(f["delta"] for f in frames if f["type"] == kind)
+
+
+def messages_from(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What @ag-ui/client would hold after these frames: reasoning and assistant messages."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in frames:
+        kind = f["type"]
+        if kind == "REASONING_MESSAGE_START":
+            out[f["messageId"]] = {"id": f["messageId"], "role": "reasoning", "content": ""}
+        elif kind == "REASONING_MESSAGE_CONTENT":
+            out[f["messageId"]]["content"] += f["delta"]
+        elif kind == "TEXT_MESSAGE_START":
+            out.setdefault(
+                f["messageId"], {"id": f["messageId"], "role": "assistant", "content": ""}
+            )
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            out[f["messageId"]]["content"] += f["delta"]
+        elif kind == "TOOL_CALL_START":
+            message = out.setdefault(
+                f["parentMessageId"], {"id": f["parentMessageId"], "role": "assistant"}
+            )
+            message.setdefault("toolCalls", []).append(
+                {
+                    "id": f["toolCallId"],
+                    "type": "function",
+                    "function": {"name": f["toolCallName"], "arguments": ""},
+                }
+            )
+        elif kind == "REASONING_ENCRYPTED_VALUE":
+            out[f["entityId"]]["encryptedValue"] = f["encryptedValue"]
+        elif kind == "TOOL_CALL_ARGS":
+            for message in out.values():
+                for call in message.get("toolCalls", []):
+                    if call["id"] == f["toolCallId"]:
+                        call["function"]["arguments"] += f["delta"]
+    return list(out.values())

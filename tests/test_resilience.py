@@ -138,6 +138,8 @@ class RawClient:
         self._head = b""
         self._pending = b""
         self._in_body = False
+        self._chunked = False  # uvicorn's httptools protocol chunks even an HTTP/1.0 answer
+        self._raw = b""
 
     def read(self, size: int = 65536) -> bool:
         """Read once; ``False`` at the end of the body."""
@@ -149,7 +151,10 @@ class RawClient:
             if b"\r\n\r\n" not in self._head:
                 return True
             self._in_body = True
-            data = self._head.split(b"\r\n\r\n", 1)[1]
+            head, data = self._head.split(b"\r\n\r\n", 1)
+            self._chunked = b"transfer-encoding: chunked" in head.lower()
+        if self._chunked:
+            data = self._dechunk(data)
         self.body_bytes += len(data)
         *complete, self._pending = (self._pending + data).split(b"\n\n")
         for frame in complete:
@@ -161,6 +166,18 @@ class RawClient:
                     self.text_frame_sizes[event["delta"]] = len(frame) + 2
                 self.last_frame = frame
         return True
+
+    def _dechunk(self, data: bytes) -> bytes:
+        self._raw += data
+        out = b""
+        while b"\r\n" in self._raw:
+            size_line, rest = self._raw.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            if len(rest) < size + 2:
+                break
+            out += rest[:size]
+            self._raw = rest[size + 2 :]
+        return out
 
     @property
     def pending(self) -> int:

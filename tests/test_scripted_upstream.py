@@ -17,6 +17,7 @@ from httpx_sse import connect_sse
 from starlette.applications import Starlette
 
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.scripted.dialects import THINK_TAG_TEXT
 
 WEATHER_TOOL = {
     "type": "function",
@@ -148,7 +149,11 @@ def joined(deltas: list[dict[str, Any]], key: str) -> str:
 def split(model: str, deltas: list[dict[str, Any]]) -> tuple[str, str]:
     """(reasoning, answer) read back the way each dialect places them."""
     content = joined(deltas, "content")
-    if model in ("scripted-think-tags", "scripted-think-no-open", "scripted-hermes-text"):
+    if model == "scripted-harmony-text":
+        reasoning, rest = content.removeprefix("<|channel|>analysis<|message|>").split("<|end|>")
+        final = "<|start|>assistant<|channel|>final<|message|>"
+        return reasoning, rest.removeprefix(final).removesuffix("<|return|>")
+    if model in ("scripted-think-tags", "scripted-think-no-open", *THINK_TAG_TEXT):
         opening = "<think>\n" if model != "scripted-think-no-open" else ""
         assert content.startswith(opening)
         reasoning, answer = content[len(opening) :].split("\n</think>\n\n")
@@ -191,7 +196,7 @@ def test_models_lists_every_dialect(client: httpx.Client) -> None:
     assert [m["id"] for m in listing["data"]] == list(SCRIPTED_MODELS)
     assert all(m["object"] == "model" and m["owned_by"] == "agui-bridge" for m in listing["data"])
     assert DEFAULT_SCRIPTED_MODEL == "scripted-reasoning-content" in SCRIPTED_MODELS
-    assert len(SCRIPTED_MODELS) == 10
+    assert len(SCRIPTED_MODELS) == 16
     assert client.get("/health").status_code == 200
 
 
@@ -309,12 +314,18 @@ def test_reasoning_and_text_placement(client: httpx.Client, model: str, scenario
         "scripted-hermes-text": {"content"},
         "scripted-mistral-text": {"reasoning_content", "content"},
         "scripted-llama-text": {"reasoning", "content"},
+        "scripted-pythonic-text": {"reasoning_content", "content"},
+        "scripted-qwen3-coder-text": {"content"},
+        "scripted-glm-text": {"reasoning_content", "content"},
+        "scripted-kimi-text": {"reasoning", "content"},
+        "scripted-deepseek-v3-text": {"reasoning_content", "content"},
+        "scripted-harmony-text": {"content"},
     }[model]
     assert fields == expected_fields
     content_tokens = [d["content"] for d in deltas if "content" in d]
-    if model in ("scripted-think-tags", "scripted-deepseek-legacy", "scripted-hermes-text"):
+    opens = ("scripted-think-tags", "scripted-deepseek-legacy", *THINK_TAG_TEXT)
+    if model in opens:
         assert content_tokens[:2] == ["<think>", "\n"]
-    opens = ("scripted-think-tags", "scripted-deepseek-legacy", "scripted-hermes-text")
     if model not in opens:
         assert "<think>" not in joined(deltas, "content")
     if model in (*opens, "scripted-think-no-open"):

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.scripted import text_calls
 from bridge.scripted.script import Script, ScriptedToolCall
 
 REASONING_CONTENT = "scripted-reasoning-content"
@@ -31,6 +32,33 @@ MISTRAL_TEXT = "scripted-mistral-text"
 #: Llama 3.x's calls as text: bare ``{"name": …, "parameters": {…}}`` objects joined by ``; ``
 #: opening the answer; the reasoning in ``reasoning`` (a vLLM with a reasoning parser only).
 LLAMA_TEXT = "scripted-llama-text"
+#: Pythonic calls (``[get_weather(city="Paris"), …]``), reasoning in ``reasoning_content``.
+PYTHONIC_TEXT = "scripted-pythonic-text"
+#: Qwen3-Coder XML calls after ``<think>`` reasoning, all in ``content`` (Qwen3-Next, Qwen3.5).
+QWEN3_CODER_TEXT = "scripted-qwen3-coder-text"
+#: GLM-4.5's ``<arg_key>``/``<arg_value>`` calls, reasoning in ``reasoning_content``.
+GLM_TEXT = "scripted-glm-text"
+#: Kimi K2's section tokens, reasoning in ``reasoning``.
+KIMI_TEXT = "scripted-kimi-text"
+#: DeepSeek V3's tool tokens with fenced JSON, reasoning in ``reasoning_content``.
+DEEPSEEK_V3_TEXT = "scripted-deepseek-v3-text"
+#: gpt-oss's raw harmony: ``analysis``, ``final`` and ``commentary to=functions.…`` messages.
+HARMONY_TEXT = "scripted-harmony-text"
+
+#: Text-call models whose reasoning is in ``<think>`` tags in ``content`` too.
+THINK_TAG_TEXT = (HERMES_TEXT, QWEN3_CODER_TEXT)
+#: The models whose tool calls are text in ``content``, and how each lays them out.
+TEXT_CALL_LAYOUTS: dict[str, text_calls.Layout] = {
+    "scripted-hermes-text": text_calls.hermes,
+    "scripted-mistral-text": text_calls.mistral,
+    "scripted-llama-text": text_calls.llama,
+    PYTHONIC_TEXT: text_calls.pythonic,
+    QWEN3_CODER_TEXT: text_calls.qwen3_coder,
+    GLM_TEXT: text_calls.glm45,
+    KIMI_TEXT: text_calls.kimi_k2,
+    DEEPSEEK_V3_TEXT: text_calls.deepseek_v3,
+    HARMONY_TEXT: text_calls.harmony,
+}
 
 SCRIPTED_MODELS: tuple[str, ...] = (
     REASONING_CONTENT,
@@ -43,6 +71,12 @@ SCRIPTED_MODELS: tuple[str, ...] = (
     HERMES_TEXT,
     MISTRAL_TEXT,
     LLAMA_TEXT,
+    PYTHONIC_TEXT,
+    QWEN3_CODER_TEXT,
+    GLM_TEXT,
+    KIMI_TEXT,
+    DEEPSEEK_V3_TEXT,
+    HARMONY_TEXT,
 )
 DEFAULT_SCRIPTED_MODEL = REASONING_CONTENT
 SYSTEM_FINGERPRINT = "scripted-1"
@@ -82,23 +116,23 @@ def generate(
     """Lay ``script`` out in ``model``'s dialect and stop after ``max_tokens`` generated tokens."""
     if model not in SCRIPTED_MODELS:
         raise ValueError(f"unknown scripted model {model!r}")
-    if model == HERMES_TEXT:
-        calls = _hermes_text_steps(script.tool_calls)
-    elif model == MISTRAL_TEXT:
-        calls = _mistral_text_steps(script.tool_calls)
-    elif model == LLAMA_TEXT:
-        calls = _llama_text_steps(script.tool_calls)
+    layout = TEXT_CALL_LAYOUTS.get(model)
+    if layout is not None:
+        calls = [Step({"content": token}) for token in layout(script.tool_calls)]
     else:
         calls = _tool_call_steps(script.tool_calls)
+    answer = list(script.answer)
+    if model == HARMONY_TEXT and answer:
+        answer = text_calls.harmony_message("final", answer, "<|return|>")
     steps = [
         *_reasoning_steps(script.reasoning, model),
-        *(Step({"content": token}) for token in script.answer),
+        *(Step({"content": token}) for token in answer),
         *calls,
     ]
     deltas: list[dict[str, Any]] = []
     generated = reasoning = 0
     finish_reason = script.finish_reason
-    if model in (HERMES_TEXT, MISTRAL_TEXT, LLAMA_TEXT) and finish_reason == "tool_calls":
+    if layout is not None and finish_reason == "tool_calls":
         finish_reason = "stop"  # the server did not see the calls: to it they are text
     for step in steps:
         if max_tokens is not None and generated + step.tokens > max_tokens:
@@ -113,10 +147,12 @@ def generate(
 def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
     if not tokens or model == PLAIN:
         return []
-    if model in (REASONING_CONTENT, MISTRAL_TEXT):
+    if model in (REASONING_CONTENT, MISTRAL_TEXT, PYTHONIC_TEXT, GLM_TEXT, DEEPSEEK_V3_TEXT):
         return [Step({"reasoning_content": token}, True) for token in tokens]
-    if model in (REASONING, LLAMA_TEXT):
+    if model in (REASONING, LLAMA_TEXT, KIMI_TEXT):
         return [Step({"reasoning": token}, True) for token in tokens]
+    if model == HARMONY_TEXT:
+        return _content_steps(text_calls.harmony_message("analysis", tokens, "<|end|>"))
     if model == OPENROUTER:
         # OpenRouter repeats each piece in `reasoning_details` and closes with a signed, empty one.
         steps = [
@@ -126,14 +162,14 @@ def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
         signature = base64.b64encode(hashlib.sha256("".join(tokens).encode()).digest()).decode()
         closing = {"reasoning_details": [_detail("", signature=signature)]}
         return [*steps, Step(closing, True, tokens=0)]
-    opening = ["<think>", "\n"] if model in (THINK_TAGS, DEEPSEEK_LEGACY, HERMES_TEXT) else []
+    opening = ["<think>", "\n"] if model in (THINK_TAGS, DEEPSEEK_LEGACY, *THINK_TAG_TEXT) else []
     closing_tags = ["\n", "</think>", "\n\n"]
     if model == DEEPSEEK_LEGACY:
         # llama.cpp deepseek-legacy: the raw text (tags included) in `content`, and the reasoning
         # alone in `reasoning_content` of the same chunks.
         both = [Step({"reasoning_content": t, "content": t}, True) for t in tokens]
         return [*_content_steps(opening), *both, *_content_steps(closing_tags)]
-    return _content_steps([*opening, *tokens, *closing_tags])  # THINK_TAGS, THINK_NO_OPEN, HERMES
+    return _content_steps([*opening, *tokens, *closing_tags])  # THINK_TAGS, THINK_NO_OPEN, …
 
 
 def _content_steps(tokens: Sequence[str]) -> list[Step]:
@@ -166,36 +202,6 @@ def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
             else:
                 piece = {"index": index, "function": {"arguments": fragment}}
                 steps.append(Step({"tool_calls": [piece]}))
-    return steps
-
-
-def _llama_text_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
-    """Bare JSON calls joined by ``; ``, as Llama 3.x writes them with JSON tool calling."""
-    tokens: list[str] = []
-    for number, call in enumerate(calls):
-        head = f'{"; " if number else ""}{{"name": "{call.name}", "parameters": '
-        tokens += [head, *call.fragments, "}"]
-    return [Step({"content": token}) for token in tokens]
-
-
-def _mistral_text_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
-    """All calls in one ``[TOOL_CALLS][…]`` array, as Mistral's models write them."""
-    if not calls:
-        return []
-    tokens = ["[TOOL_CALLS]", "["]
-    for number, call in enumerate(calls):
-        head = f'{", " if number else ""}{{"name": "{call.name}", "arguments": '
-        tokens += [head, *call.fragments, "}"]
-    return [Step({"content": token}) for token in [*tokens, "]"]]
-
-
-def _hermes_text_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
-    """Calls one after another as Hermes text: ``<tool_call>\n{"name": …, …}\n</tool_call>``."""
-    steps: list[Step] = []
-    for number, call in enumerate(calls):
-        head = f'{{"name": "{call.name}", "arguments": '
-        tokens = ["\n" if number else "", "<tool_call>", "\n", head, *call.fragments, "}", "\n"]
-        steps += [Step({"content": token}) for token in [*tokens, "</tool_call>"] if token]
     return steps
 
 

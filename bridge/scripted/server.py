@@ -28,6 +28,7 @@ from bridge.scripted.dialects import (
     generate,
     stream_chunks,
 )
+from bridge.scripted.responses import response_events, response_object
 from bridge.scripted.script import count_prompt_tokens, write_script
 
 PACE_HEADER = "x-scripted-pace"
@@ -35,7 +36,8 @@ _STARTED = int(time.time())
 
 
 def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
-    """A deterministic "reasoning model" server: ``POST /v1/chat/completions``, ``GET /v1/models``.
+    """A deterministic "reasoning model" server: ``POST /v1/chat/completions``,
+    ``POST /v1/responses`` (the Responses API, streamed or not), ``GET /v1/models``.
 
     ``pace`` is the pause in seconds between streamed chunks; a request may set its own with the
     header ``x-scripted-pace``.
@@ -58,11 +60,8 @@ def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
             return _error(400, "'max_tokens' must be a positive integer")
-        try:
-            request_pace = float(request.headers.get(PACE_HEADER, pace))
-        except ValueError:
-            request_pace = math.nan
-        if not (math.isfinite(request_pace) and request_pace >= 0):
+        request_pace = _pace(request, pace)
+        if request_pace is None:
             return _error(400, f"'{PACE_HEADER}' must be a number of seconds >= 0")
 
         generation = generate(
@@ -86,6 +85,36 @@ def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    async def responses(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return _error(400, "the request body is not valid JSON")
+        requests.append(body)
+        if not isinstance(body, dict) or not isinstance(body.get("input"), list | str):
+            return _error(400, "Expected 'input' to be a string or an array of items")
+        model = body.get("model") or DEFAULT_SCRIPTED_MODEL
+        if model not in SCRIPTED_MODELS:
+            return _error(404, f"model '{model}' not found", code="model_not_found")
+        limit = body.get("max_output_tokens")
+        if limit is not None and (type(limit) is not int or limit < 1):
+            return _error(400, "'max_output_tokens' must be a positive integer")
+        request_pace = _pace(request, pace)
+        if request_pace is None:
+            return _error(400, f"'{PACE_HEADER}' must be a number of seconds >= 0")
+        response_id = f"resp_{secrets.token_hex(16)}"
+        if not body.get("stream"):
+            return JSONResponse(response_object(body, model, response_id, int(time.time())))
+        frames = [
+            f"event: {event['type']}\n".encode() + _frame(event)
+            for event in response_events(body, model, response_id, int(time.time()))
+        ]
+        return StreamingResponse(
+            _paced(frames, request_pace),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
     async def models(request: Request) -> Response:
         entries = [
             {"id": name, "object": "model", "created": _STARTED, "owned_by": "agui-bridge"}
@@ -99,6 +128,7 @@ def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ]
@@ -112,6 +142,14 @@ async def serve_scripted_upstream(host: str, port: int, pace: float) -> None:
     """Run the scripted upstream with uvicorn until it is stopped."""
     config = uvicorn.Config(create_scripted_upstream(pace=pace), host=host, port=port)
     await uvicorn.Server(config).serve()
+
+
+def _pace(request: Request, default: float) -> float | None:
+    try:
+        value = float(request.headers.get(PACE_HEADER, default))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _frame(chunk: dict[str, Any]) -> bytes:

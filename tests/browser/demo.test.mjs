@@ -54,6 +54,12 @@ const SCRIPTED_MODELS = [
   "scripted-hermes-text",
   "scripted-mistral-text",
   "scripted-llama-text",
+  "scripted-pythonic-text",
+  "scripted-qwen3-coder-text",
+  "scripted-glm-text",
+  "scripted-kimi-text",
+  "scripted-deepseek-v3-text",
+  "scripted-harmony-text",
 ];
 
 const capabilities = await (await fetch(new URL("/agent/capabilities", DEMO_URL))).json();
