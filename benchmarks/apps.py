@@ -1,0 +1,239 @@
+"""The servers the HTTP benchmarks run, each an app factory for ``uvicorn --factory``.
+
+``upstream``: a fake OpenAI-compatible server. ``POST /v1/chat/completions`` reads its orders
+from the last message's content (JSON): ``{"variant": "mixed"|"content", "chunks": N, "block": B}``
+streams N pre-encoded chunks as fast as it can, in writes of about B bytes (0: a write per
+frame); ``{"rate": r, "tokens": n}`` streams n content chunks at
+r per second, each carrying its send time (``time.time_ns()``) as ``ts<19 digits>`` in its text.
+
+``proxy``: a pass-through that forwards the request to the upstream with httpx and streams its
+bytes back unparsed (the baseline). ``bridge``: ``bridge.app.create_app`` pointed at the
+upstream. Both read the upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers``
+starts fresh interpreters, so a factory's arguments can only come from the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import cache
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+from translate import Stream, _chunk, _to_sse, _tokens, build_stream
+
+from bridge import DONE
+from bridge.app import create_app
+from bridge.config import BridgeConfig
+
+UPSTREAM_URL_ENV = "BENCH_UPSTREAM_URL"
+MAX_RUNS_ENV = "BENCH_MAX_RUNS"
+MODEL = "bench-model-8b"
+VARIANTS = ("content", "mixed")
+#: The fast upstream's default write size: in blocks of frames it is never what limits the
+#: bridge or the proxy. Real servers write a frame per token (``block`` 0), but never at 100k
+#: tokens/s.
+WRITE_BLOCK = 16 * 1024
+TIMESTAMP_PREFIX = b"ts"  # then time.time_ns() in 19 digits
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+# -- the streams -----------------------------------------------------------------------------
+@cache
+def fast_stream(variant: str, chunks: int) -> Stream:
+    """``mixed``: translate.py's synthetic stream (reasoning_content, content, three parallel
+    interleaved tool calls, usage); ``content``: a role chunk, content tokens, finish, usage."""
+    if variant == "mixed":
+        return build_stream("field", chunks)
+    if variant != "content":
+        raise ValueError(f"unknown variant {variant!r}")
+    tokens = _tokens(chunks - 4, offset=3)
+    usage = {
+        "prompt_tokens": 512,
+        "completion_tokens": len(tokens),
+        "total_tokens": 512 + len(tokens),
+    }
+    body: list[dict[str, Any] | str] = [
+        _chunk({"role": "assistant", "content": ""}),
+        *(_chunk({"content": token}) for token in tokens),
+        _chunk({}, finish_reason="stop"),
+        {**_chunk({}), "choices": [], "usage": usage},
+        DONE,
+    ]
+    return Stream(
+        variant=variant,
+        chunks=body,
+        sse=_to_sse(body),
+        reasoning="",
+        text="".join(tokens),
+        arguments={},
+    )
+
+
+@cache
+def _blocks(variant: str, chunks: int, block: int) -> list[bytes]:
+    sse = fast_stream(variant, chunks).sse
+    blocks: list[bytes] = []
+    start = 0
+    while start < len(sse):
+        end = sse.find(b"\n\n", start + max(block - 2, 0))
+        end = len(sse) if end < 0 else end + 2
+        blocks.append(sse[start:end])
+        start = end
+    return blocks
+
+
+def _frame(chunk: dict[str, Any] | str) -> bytes:
+    data = chunk if isinstance(chunk, str) else json.dumps(chunk, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()
+
+
+_ROLE = _frame(_chunk({"role": "assistant", "content": ""}))
+_FINISH = _frame(_chunk({}, finish_reason="stop")) + _frame(DONE)
+_TOKEN_HEAD, _TOKEN_TAIL = _frame(_chunk({"content": "@TS@"})).split(b"@TS@")
+
+
+def token_frame(sent_ns: int) -> bytes:
+    return b"".join((_TOKEN_HEAD, TIMESTAMP_PREFIX, b"%d " % sent_ns, _TOKEN_TAIL))
+
+
+# -- the upstream ----------------------------------------------------------------------------
+def upstream() -> Any:
+    """Raw ASGI, so that the upstream costs as little as possible."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/health":
+            await _respond(send, 200, b'{"status":"ok"}')
+            return
+        if scope["path"] != "/v1/chat/completions" or scope["method"] != "POST":
+            await _respond(send, 404, b'{"error":{"message":"not found"}}')
+            return
+        orders = _orders(await _read_body(receive))
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        if "rate" in orders:
+            await _paced(send, float(orders["rate"]), int(orders["tokens"]))
+        else:
+            for block in _blocks(orders["variant"], int(orders["chunks"]), int(orders["block"])):
+                await send({"type": "http.response.body", "body": block, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def _orders(raw: bytes) -> dict[str, Any]:
+    content = json.loads(raw)["messages"][-1]["content"]
+    orders: dict[str, Any] = json.loads(content)
+    return orders
+
+
+async def _paced(send: Send, rate: float, tokens: int) -> None:
+    """``tokens`` chunks on a fixed schedule (no drift: each waits for its own time)."""
+    await send({"type": "http.response.body", "body": _ROLE, "more_body": True})
+    start = time.monotonic()
+    for number in range(tokens):
+        delay = start + (number + 1) / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        body = token_frame(time.time_ns())
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+    await send({"type": "http.response.body", "body": _FINISH, "more_body": True})
+
+
+async def _read_body(receive: Receive) -> bytes:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+async def _respond(send: Send, status: int, body: bytes) -> None:
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- the pass-through proxy and the bridge ---------------------------------------------------
+def proxy() -> Starlette:
+    """Forwards ``POST /`` (a chat completion body) to the upstream, bytes unparsed."""
+    target = f"{os.environ[UPSTREAM_URL_ENV]}/v1/chat/completions"
+    client = httpx.AsyncClient(
+        timeout=httpx.Timeout(30.0, read=300.0),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+    )
+
+    async def forward(request: Request) -> Response:
+        upstream_request = client.build_request(
+            "POST",
+            target,
+            content=await request.body(),
+            headers={"content-type": "application/json"},
+        )
+        response = await client.send(upstream_request, stream=True)
+        return StreamingResponse(
+            response.aiter_raw(),
+            status_code=response.status_code,
+            media_type=response.headers.get("content-type"),
+            background=BackgroundTask(response.aclose),
+        )
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await client.aclose()
+
+    return Starlette(
+        routes=[Route("/", forward, methods=["POST"]), Route("/health", health)],
+        lifespan=lifespan,
+    )
+
+
+def bridge() -> Starlette:
+    config = BridgeConfig(
+        upstream_url=f"{os.environ[UPSTREAM_URL_ENV]}/v1",
+        model=MODEL,
+        max_concurrent_runs=int(os.environ.get(MAX_RUNS_ENV, "512")),
+    )
+    return create_app(config)
+
+
+# -- what clients send -----------------------------------------------------------------------
+def run_input(orders: dict[str, Any], run: int = 0) -> dict[str, Any]:
+    """A RunAgentInput for the bridge whose user message carries the upstream's orders."""
+    return {
+        "threadId": "bench-thread",
+        "runId": f"bench-run-{run}",
+        "messages": [{"id": "u", "role": "user", "content": json.dumps(orders)}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+
+
+def chat_body(orders: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions body for the proxy (or the upstream itself) with the same orders."""
+    return {
+        "model": MODEL,
+        "stream": True,
+        "messages": [{"role": "user", "content": json.dumps(orders)}],
+    }
