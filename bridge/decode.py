@@ -99,6 +99,8 @@ def _decode_reasoning(delta: dict[str, Any], parts: list[Part]) -> None:
 
 
 def _read_details(details: list[Any], secrets: list[str]) -> str:
+    """The reasoning text of OpenRouter's ``reasoning_details``; signed and encrypted details
+    are added to ``secrets`` (as the JSON of the detail without its text)."""
     texts: list[str] = []
     for detail in details:
         if not isinstance(detail, dict):
@@ -108,15 +110,13 @@ def _read_details(details: list[Any], secrets: list[str]) -> str:
         kind = detail.get("type")
         if kind == "reasoning.text":
             texts.append(detail.get("text") or "")
-            signature = detail.get("signature")
-            if signature:
-                secrets.append(str(signature))
         elif kind == "reasoning.summary":
             texts.append(detail.get("summary") or "")
-        elif kind == "reasoning.encrypted":
-            data = detail.get("data")
-            if data:
-                secrets.append(str(data))
+        if detail.get("signature") or (kind == "reasoning.encrypted" and detail.get("data")):
+            # The detail itself, less its text (that is the reasoning message's content): it
+            # goes back on the assistant message next turn exactly as the provider sent it.
+            kept = {k: v for k, v in detail.items() if k not in ("text", "summary")}
+            secrets.append(json.dumps(kept, ensure_ascii=False, separators=(",", ":")))
     return "".join(texts)
 
 

@@ -70,10 +70,15 @@ def to_openai_messages(
     summaries = _reasoning_summaries(messages) if encrypted_reasoning else {}
     out: list[dict[str, Any]] = []
     pending: list[str] = []
+    details: list[dict[str, Any]] = []  # OpenRouter's, when the reasoning was signed/encrypted
+    signed = False
     for index, message in enumerate(messages):
         if isinstance(message, ReasoningMessage):
             if message.content:
                 pending.append(message.content)
+            detail = _provider_detail(message.encrypted_value)
+            signed = signed or detail is not None
+            details += _details_of(message.content, detail)
             if encrypted_reasoning and message.encrypted_value:
                 # Not a Chat Completions message: the Responses request turns it into a
                 # reasoning item (Chat Completions has no place for encrypted reasoning).
@@ -88,12 +93,15 @@ def to_openai_messages(
                 )
         elif isinstance(message, AssistantMessage):
             text = "\n\n".join(pending) if index in carriers else ""
-            pending = []
-            out.append(_assistant(message, text, reasoning, reasoning_field))
+            assistant = _assistant(message, text, reasoning, reasoning_field)
+            if signed and index in carriers and reasoning == "field":
+                assistant["reasoning_details"] = details
+            pending, details, signed = [], [], False
+            out.append(assistant)
         elif isinstance(message, UserMessage):
             # Reasoning with no assistant message after it before the next user message
             # (a turn cut short) belongs to nothing.
-            pending = []
+            pending, details, signed = [], [], False
             out.append({"role": "user", "content": _user_content(message.content)})
         elif isinstance(message, ToolMessage):
             out.append(_tool(message))
@@ -129,6 +137,30 @@ def to_openai_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
         }
         for tool in tools
     ]
+
+
+def _provider_detail(value: str | None) -> dict[str, Any] | None:
+    """The signed or encrypted OpenRouter detail ``decode.py`` kept as the encrypted value."""
+    if not value or not value.startswith("{"):
+        return None
+    try:
+        detail = json.loads(value)
+    except ValueError:
+        return None
+    kind = detail.get("type") if isinstance(detail, dict) else None
+    return detail if isinstance(kind, str) and kind.startswith("reasoning.") else None
+
+
+def _details_of(text: str, detail: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One reasoning message as OpenRouter ``reasoning_details``, its text put back in place."""
+    kind = detail.get("type") if detail else None
+    if detail is not None and kind == "reasoning.text":
+        return [{"type": kind, "text": text, **{k: v for k, v in detail.items() if k != "type"}}]
+    if detail is not None and kind == "reasoning.summary":
+        rest = {k: v for k, v in detail.items() if k != "type"}
+        return [{"type": kind, "summary": text, **rest}]
+    texts = [{"type": "reasoning.text", "text": text}] if text else []
+    return texts + ([detail] if detail is not None else [])
 
 
 def _reasoning_summaries(messages: Sequence[Message]) -> dict[str, list[str]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import socket
 import threading
@@ -139,6 +141,19 @@ def test_frontend_tool_round_trip(stack: Stack, model: str) -> None:
         assert "reasoning_content" not in sent_assistants[0]
     else:  # current turn (after the last user message): reasoning goes back as the field
         assert sent_assistants[0]["reasoning_content"] == reasoning
+    if model == "scripted-openrouter":  # its signed detail, as OpenRouter documents
+        detail = sent_assistants[0]["reasoning_details"]
+        assert detail == [
+            {
+                "type": "reasoning.text",
+                "text": reasoning,
+                "signature": base64.b64encode(hashlib.sha256(reasoning.encode()).digest()).decode(),
+                "format": "unknown",
+                "index": 0,
+            }
+        ]
+    else:
+        assert "reasoning_details" not in sent_assistants[0]
 
 
 def test_earlier_turns_reasoning_is_not_sent_back(stack: Stack) -> None:

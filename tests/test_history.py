@@ -446,6 +446,31 @@ def test_encrypted_reasoning_values_are_not_sent() -> None:
     assert "opaque-blob" not in json.dumps(out)
 
 
+def test_openrouter_signed_and_encrypted_details_go_back_as_they_came() -> None:
+    signed = '{"type":"reasoning.text","signature":"sig","format":"anthropic-claude-v1","index":0}'
+    encrypted = '{"type":"reasoning.encrypted","data":"blob","format":"openai-responses-v1"}'
+    messages = msgs(
+        user("?"),
+        reasoning("Think.", encryptedValue=signed),
+        reasoning("More.", encryptedValue=encrypted),
+        assistant("A"),
+    )
+    out = to_openai_messages(messages)[1]
+    assert out["reasoning_content"] == "Think.\n\nMore."
+    assert out["reasoning_details"] == [
+        {
+            "type": "reasoning.text",
+            "text": "Think.",
+            "signature": "sig",
+            "format": "anthropic-claude-v1",
+            "index": 0,
+        },
+        {"type": "reasoning.text", "text": "More."},
+        {"type": "reasoning.encrypted", "data": "blob", "format": "openai-responses-v1"},
+    ]
+    assert "reasoning_details" not in to_openai_messages(messages, reasoning="tags")[1]
+
+
 def test_empty_reasoning_adds_nothing() -> None:
     messages = msgs(user("?"), reasoning("", encryptedValue="opaque"), assistant("A"))
     assert to_openai_messages(messages, reasoning="tags")[1] == {

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from bridge.scripted import SCRIPTED_MODELS
+from bridge.scripted.responses import chat_request, encrypt
 from bridge.scripted.script import write_script
 from node_tools import require, run
 from servers import scripted_stack
@@ -51,6 +52,45 @@ def test_official_client_accepts_every_scripted_model() -> None:
     assert len(requests) == RUNS_PER_MODEL * len(SCRIPTED_MODELS), "one upstream request per run"
     for model in SCRIPTED_MODELS:
         _check_tool_loop_requests(model, [r for r in requests if r["model"] == model])
+
+
+#: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.
+RESPONSES_MODELS = ("scripted-reasoning-content", "scripted-reasoning", PLAIN_MODEL)
+
+
+def test_official_client_over_the_responses_api() -> None:
+    """Two-run tool round trips through a Responses API upstream: the client keeps the encrypted
+    reasoning on its reasoning message, and run 2 hands it to the upstream as a reasoning item."""
+    node = _require("node")
+    _require_node_modules()
+    with scripted_stack(upstream_api="responses") as stack:
+        env = {
+            **os.environ,
+            "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
+            "AGUI_MODELS": ",".join(RESPONSES_MODELS),
+            "AGUI_API": "responses",
+        }
+        output = _run(
+            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
+        )
+        requests = list(stack.upstream_requests)
+    if not re.search(r"^# fail 0$", output, re.MULTILINE):
+        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
+    assert len(requests) == RUNS_PER_MODEL * len(RESPONSES_MODELS)
+    for model in RESPONSES_MODELS:
+        mine = [r for r in requests if r["model"] == model]
+        first = next(r for r in mine if "tools" in r and len(r["input"]) == 1)
+        second = next(
+            r for r in mine if any(i.get("type") == "function_call_output" for i in r["input"])
+        )
+        items = [i for i in second["input"] if i.get("type") == "reasoning"]
+        if model == PLAIN_MODEL:
+            assert items == []
+            continue
+        assert len(items) == 1, model
+        reasoned = "".join(write_script(chat_request(first)).reasoning)
+        assert items[0]["encrypted_content"] == encrypt(reasoned), model
+        assert second["store"] is False
 
 
 def test_official_client_ignores_keep_alive_comments() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bridge import KNOWN_REASONING_TAGS, ReasoningTagFilter, TranslateOptions
@@ -50,7 +52,11 @@ def test_encrypted_details_and_signatures_become_encrypted_values() -> None:
     reasoning_id = next(
         f["messageId"] for f in result.wire if f["type"] == "REASONING_MESSAGE_START"
     )
-    assert [v["encryptedValue"] for v in values] == ["sig-1", "opaque-2"]
+    # each signed or encrypted detail less its text, to go back exactly as it came
+    assert [json.loads(v["encryptedValue"]) for v in values] == [
+        {"type": "reasoning.text", "signature": "sig-1"},
+        {"type": "reasoning.encrypted", "data": "opaque-2"},
+    ]
     assert {(v["subtype"], v["entityId"]) for v in values} == {("message", reasoning_id)}
     assert result.reasoning == "Thinking"
 

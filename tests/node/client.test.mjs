@@ -3,6 +3,9 @@
 // Driven by tests/test_node_client.py, which starts the servers and sets:
 //   AGUI_BRIDGE_URL  the agent's URL (POST), e.g. http://127.0.0.1:8000/
 //   AGUI_MODELS      comma-separated model names, sent as forwardedProps.model
+//   AGUI_API         "responses" when the bridge's upstream is a Responses API: the reasoning
+//                    then comes as one message per summary part, and one of them carries the
+//                    encrypted reasoning, which the client must keep and send back
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -30,6 +33,7 @@ if (!BRIDGE_URL || MODELS.length === 0) {
   throw new Error("set AGUI_BRIDGE_URL (the agent's URL) and AGUI_MODELS (comma-separated)");
 }
 
+const API = process.env.AGUI_API ?? "chat";
 const RUN_TIMEOUT_MS = 20_000;
 // The model that streams no reasoning at all.
 const PLAIN_MODEL = "scripted-plain";
@@ -237,6 +241,11 @@ for (const model of MODELS) {
         );
       }
 
+      // Kept by the client from REASONING_ENCRYPTED_VALUE (Responses API upstreams only).
+      const kept = agent.messages
+        .filter((message) => message.role === "reasoning" && message.encryptedValue)
+        .map((message) => [message.id, message.encryptedValue]);
+
       const results = calls.map((call) => ({
         id: randomUUID(),
         role: "tool",
@@ -259,7 +268,9 @@ for (const model of MODELS) {
       }
 
       assert.equal(agent.sentBodies.length, 2);
-      const sentRoles = agent.sentBodies[1].messages.map((message) => message.role);
+      const sentRoles = agent.sentBodies[1].messages
+        .map((message) => message.role)
+        .filter((role, i, roles) => role !== "reasoning" || roles[i - 1] !== "reasoning");
       const expectedRoles =
         model === PLAIN_MODEL
           ? ["user", "assistant", "tool", "tool"]
@@ -268,6 +279,15 @@ for (const model of MODELS) {
       if (model !== PLAIN_MODEL) {
         const sentReasoning = agent.sentBodies[1].messages[1];
         assert.equal(sentReasoning.content, agent.messages[reasoningAt].content);
+      }
+      if (API === "responses" && model !== PLAIN_MODEL) {
+        assert.equal(kept.length, 1, "the client keeps the encrypted reasoning on its message");
+        const sent = agent.sentBodies[1].messages.filter((message) => message.encryptedValue);
+        assert.deepEqual(
+          sent.map((message) => [message.id, message.encryptedValue]),
+          kept,
+          "run 2 sends the encrypted reasoning back",
+        );
       }
     });
 
