@@ -2,7 +2,7 @@
 
 S streams (``--streams``, default 50, 200, 500 and 1000) at ``--rate`` tokens/s each (default
 20) from a paced upstream (``apps.upstream``) that writes its send time, ``time.time_ns()``,
-into every token's text. The client (one process, reading sockets) notes when each token
+into every token's text. The client (one process, ``harness.post_raw``) notes when each token
 arrives: receive time minus send time is the token's latency (one machine, one clock), through
 the bridge and, as the baseline, through the pass-through proxy; ``direct`` reads the upstream
 itself (the floor of this setup: two processes and the machine's scheduling). Streams open
@@ -12,7 +12,7 @@ server's CPU% (of one core) and RSS are read from ``/proc``. RSS per open stream
 the window - idle RSS before the level) / S. Fresh servers for every level.
 
     python benchmarks/concurrency.py          # full run: benchmarks/results/concurrency.json
-    python benchmarks/concurrency.py --smoke  # 5 streams for 1 s, writes nothing
+    python benchmarks/concurrency.py --smoke  # 5 streams for 0.6 s, writes nothing
 
 Every stream must deliver each of its tokens and end (RUN_FINISHED, or [DONE] through the proxy);
 otherwise the run exits non-zero. Timing never fails the run.
@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
-from urllib.parse import urlsplit
+from typing import Any
 
 import apps
 import e2e
@@ -41,8 +39,8 @@ FULL_LEVELS = (50, 200, 500, 1000)
 FULL_DURATION = 10.0
 FULL_RAMP = 3.0
 SMOKE_LEVELS = (5,)
-SMOKE_DURATION = 1.0
-SMOKE_RAMP = 0.2
+SMOKE_DURATION = 0.6
+SMOKE_RAMP = 0.1
 RATE = 20.0
 SETTLE_S = 1.0  # after the last stream opened, before the window: let the ramp's queues drain
 IDLE_S = 0.5  # after the warm-up run, before the idle RSS is read (less in short runs)
@@ -71,34 +69,18 @@ class Window:
 
 
 # -- the client ------------------------------------------------------------------------------
-class _TokenClock(asyncio.Protocol):
-    """One streamed answer read straight off the socket: notes each token's latency.
+class _TokenClock:
+    """Notes the latency of each token of one answer, read by ``harness.post_raw``."""
 
-    Not httpx: at thousands of tokens a second the client shares two cores with the servers,
-    and httpx's cost per read (tens of µs) made the client, not the server, the bottleneck. A
-    protocol callback costs a few µs. The request says ``Connection: close``, so the answer
-    ends when the server closes; the timestamps cannot be split by HTTP chunk headers, since
-    the servers write a frame per chunk, only by TCP reads (``_KEEP`` bytes are carried over).
-    """
-
-    def __init__(self, request: bytes, end: bytes, window: Window):
-        self.request = request
+    def __init__(self, end: bytes, window: Window) -> None:
         self.end = end
         self.window = window
         self.received = 0
         self.ended = False
-        self.status_line = b""
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._buffer = b""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        cast(asyncio.WriteTransport, transport).write(self.request)
-
-    def data_received(self, data: bytes) -> None:
-        now = time.time_ns()
+    def feed(self, data: bytes, now: int) -> None:
         buffer = self._buffer + data
-        if not self.status_line:
-            self.status_line = buffer.partition(b"\r\n")[0]
         last = 0
         for match in _TIMESTAMP.finditer(buffer):
             sent = int(match[1])
@@ -107,11 +89,7 @@ class _TokenClock(asyncio.Protocol):
                 self.window.latencies_ns.append(now - sent)
             last = match.end()
         self.ended = self.ended or self.end in buffer
-        self._buffer = buffer[max(last, len(buffer) - _KEEP) :]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
+        self._buffer = buffer[max(last, len(buffer) - _KEEP) :]  # a timestamp split by a read
 
 
 @dataclass(kw_only=True)
@@ -130,26 +108,9 @@ async def _stream(
     window: Window,
 ) -> StreamOutcome:
     await asyncio.sleep(max(0.0, start_at - time.time()))
-    target, body = e2e.request_for(path, url, orders)
-    where = urlsplit(target)
-    payload = json.dumps(body).encode()
-    request = (
-        f"POST {where.path or '/'} HTTP/1.1\r\nHost: {where.netloc}\r\n"
-        "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-    ).encode() + payload
-    loop = asyncio.get_running_loop()
-    transport, clock = await loop.create_connection(
-        lambda: _TokenClock(request, _ENDS[path], window),
-        where.hostname,
-        where.port,
-    )
-    try:
-        # A stream that hangs fails the run instead of the run hanging.
-        await asyncio.wait_for(clock.closed, orders["tokens"] / orders["rate"] + STREAM_GRACE_S)
-    finally:
-        transport.close()
-    ok = clock.status_line.startswith(b"HTTP/1.1 200")
+    clock = _TokenClock(_ENDS[path], window)
+    within = orders["tokens"] / orders["rate"] + STREAM_GRACE_S
+    ok = await harness.post_raw(*e2e.request_for(path, url, orders), clock.feed, within=within)
     return StreamOutcome(
         expected=orders["tokens"], received=clock.received, ended=clock.ended and ok
     )
@@ -184,7 +145,7 @@ async def _level(
     await _stream(path, server.url, start_at=0, orders={"rate": 100, "tokens": 5}, window=warm)
     await asyncio.sleep(min(IDLE_S, duration / 5))
     idle_rss = harness.rss_bytes(server.pid)
-    t0 = time.time() + 0.2
+    t0 = time.time() + 0.1
     until = t0 + ramp + duration
     settle = min(SETTLE_S, duration / 3)
     window = Window(start_ns=int((t0 + ramp + settle) * 1e9), end_ns=int(until * 1e9))
@@ -308,7 +269,7 @@ def rows(results: Sequence[dict[str, Any]], *, smoke: bool) -> list[Row]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="5 streams for 1 s; writes nothing")
+    parser.add_argument("--smoke", action="store_true", help="5 streams for 0.6 s; writes nothing")
     parser.add_argument(
         "--streams", type=int, action="append", help=f"a level (default {FULL_LEVELS})"
     )

@@ -17,14 +17,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 import httpx
 from translate import machine as _translate_machine
@@ -163,9 +164,9 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: IO[bytes]) ->
 def _wait_workers(supervisor: int, workers: int) -> None:
     """Until every worker process is up (a worker that is still importing takes no accepts)."""
     deadline = time.monotonic() + 30
-    while len(child_pids(supervisor)) < workers and time.monotonic() < deadline:
+    while len(worker_pids(supervisor)) < workers and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(1.0)  # the last one to start still imports the app after it exists
+    time.sleep(0.5)  # the last one to start still imports the app after it exists
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -181,12 +182,22 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def child_pids(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children")
+def worker_pids(supervisor: int) -> list[int]:
+    """The worker processes of a ``uvicorn --workers N`` supervisor (multiprocessing starts
+    them with ``spawn_main``; its resource tracker is a child too, and no worker)."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children")
     try:
-        return [int(child) for child in children.read_text().split()]
+        pids = [int(child) for child in children.read_text().split()]
     except OSError:
         return []
+    return [pid for pid in pids if b"spawn_main" in _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 # -- /proc readings --------------------------------------------------------------------------
@@ -245,7 +256,7 @@ def table(rows: Sequence[Row]) -> str:
         ]
         return "  ".join(cells).rstrip()
 
-    rule = "  ".join("-" * width for width in widths)
+    rule = "  ".join("-" * width for width in widths).rstrip()
     return "\n".join([render(header), rule, *(render(line) for line in lines[1:])])
 
 
@@ -315,3 +326,56 @@ def run_client(main: Coroutine[Any, Any, T]) -> T:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(main)
     return asyncio.run(main)
+
+
+# -- a light client --------------------------------------------------------------------------
+class _RawResponse(asyncio.Protocol):
+    def __init__(self, request: bytes, on_data: Callable[[bytes, int], None]) -> None:
+        self.request = request
+        self.on_data = on_data
+        self.status_line = b""
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        cast(asyncio.WriteTransport, transport).write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time_ns()
+        if not self.status_line:
+            self.status_line = data.partition(b"\r\n")[0]
+        self.on_data(data, now)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+async def post_raw(
+    url: str, body: Mapping[str, Any], on_data: Callable[[bytes, int], None], *, within: float
+) -> bool:
+    """POST JSON and hand every read of the answer to ``on_data(data, time.time_ns())``, HTTP
+    framing and all; True if the status was 200. More than ``within`` seconds is an error.
+
+    Not httpx: when thousands of reads a second go through a client that shares two cores
+    with the servers, httpx's cost per read (tens of µs) makes the client the bottleneck; a
+    protocol callback costs a few µs. ``Connection: close``: the answer ends when the server
+    closes. The servers under test write whole SSE frames per HTTP chunk, so chunk headers
+    (``\\r\\n``-delimited) never split a frame; a TCP read can.
+    """
+    where = urlsplit(url)
+    payload = json.dumps(body).encode()
+    request = (
+        f"POST {where.path or '/'} HTTP/1.1\r\nHost: {where.netloc}\r\n"
+        "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+    ).encode() + payload
+    loop = asyncio.get_running_loop()
+    transport, response = await loop.create_connection(
+        lambda: _RawResponse(request, on_data), where.hostname, where.port
+    )
+    try:
+        # An answer that hangs fails the benchmark instead of the benchmark hanging.
+        await asyncio.wait_for(response.closed, within)
+    finally:
+        transport.close()
+    return response.status_line.startswith(b"HTTP/1.1 200")
