@@ -49,9 +49,12 @@ pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO)
 
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke
+	$(BIN)/python benchmarks/run_all.py --smoke
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/translate.py
+	$(BIN)/python benchmarks/run_all.py
 
 demo: $(STAMP) $(WEB_DEMO)
 	$(BIN)/agui-bridge demo

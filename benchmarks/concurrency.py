@@ -160,7 +160,9 @@ async def _level(
         for start in (t0 + ramp * i / streams for i in range(streams))
     ]
     pids = {"server": server.pid, "upstream": upstream.pid, "client": os.getpid()}
-    *outcomes, _ = await asyncio.gather(*tasks, _watch(window, pids))
+    watcher = asyncio.ensure_future(_watch(window, pids))
+    outcomes = await asyncio.gather(*tasks)
+    await watcher
     latencies = window.latencies_ns
     short = [o for o in outcomes if o.received != o.expected or not o.ended]
     latencies_ms = [ns / 1e6 for ns in latencies]

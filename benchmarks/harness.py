@@ -115,7 +115,7 @@ def serve(*specs: Spec, stack: ServerStack) -> Iterator[list[Server]]:
         cleanup.callback(signal.signal, signal.SIGTERM, previous)
         started: list[tuple[Spec, subprocess.Popen[bytes], IO[bytes]]] = []
         for spec in specs:
-            log = cleanup.enter_context(tempfile.TemporaryFile())
+            log: IO[bytes] = cleanup.enter_context(tempfile.TemporaryFile())
             process = subprocess.Popen(
                 _command(spec, stack),
                 env={**os.environ, **spec.env},
@@ -371,7 +371,7 @@ async def post_raw(
     ).encode() + payload
     loop = asyncio.get_running_loop()
     transport, response = await loop.create_connection(
-        lambda: _RawResponse(request, on_data), where.hostname, where.port
+        lambda: _RawResponse(request, on_data), where.hostname or "127.0.0.1", where.port or 80
     )
     try:
         # An answer that hangs fails the benchmark instead of the benchmark hanging.
