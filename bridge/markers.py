@@ -18,6 +18,10 @@ class MarkerSet:
         self._first_chars = frozenset(marker[0] for marker in self.markers)
         self._longest = max(len(marker) for marker in self.markers)
 
+    def could_start_in(self, text: str) -> bool:
+        """Whether any marker (or the start of one) could be in ``text``: its first character is."""
+        return any(char in text for char in self._first_chars)
+
     def find(self, text: str) -> tuple[int, str]:
         """The earliest marker in ``text`` (the longest one at a tie), or ``(-1, "")``."""
         if not any(char in text for char in self._first_chars):

@@ -80,6 +80,9 @@ class TextToolCalls:
         self._index = TEXT_CALL_INDEX_BASE - 1
 
     def feed(self, text: str) -> list[Part]:
+        plain = self._body is None and not self._held and self._started
+        if plain and not self._open.could_start_in(text):  # the common case: answer text
+            return [Text(text)]
         text, self._held = self._held + text, ""
         out: list[Part] = []
         while text:
