@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+import orjson
 from httpx_sse import ServerSentEvent
 
 from bridge.errors import UpstreamProtocolError
@@ -25,19 +26,33 @@ def chunk_from_sse(event: ServerSentEvent) -> dict[str, Any] | str | None:
         return None
     if data.strip() == DONE:
         return DONE
+    lone_surrogates = "\\ud" in data or "\\uD" in data
     try:
-        chunk = json.loads(data)
+        # orjson: about 2.5 times json's speed on a chunk (benchmarks/translate.py). It refuses
+        # what json takes (lone surrogates, NaN, integers past 64 bits): json reads those.
+        chunk = json.loads(data) if lone_surrogates else orjson.loads(data)
+    except orjson.JSONDecodeError:
+        chunk = _json(data)
     except ValueError as exc:
-        raise UpstreamProtocolError(
-            f"the upstream sent a chunk that is not JSON: {data[:80]!r}"
-        ) from exc
+        raise _not_json(data) from exc
     if not isinstance(chunk, dict):
         raise UpstreamProtocolError("the upstream sent a chunk that is not a JSON object")
-    if "\\ud" in data or "\\uD" in data:
+    if lone_surrogates:
         chunk = dict(without_lone_surrogates(chunk))
     if event.event == "error" and "error" not in chunk:
         chunk = {"error": chunk}  # `event: error` frames (some proxies) carry the error bare
     return chunk
+
+
+def _json(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise _not_json(data) from exc
+
+
+def _not_json(data: str) -> UpstreamProtocolError:
+    return UpstreamProtocolError(f"the upstream sent a chunk that is not JSON: {data[:80]!r}")
 
 
 def without_lone_surrogates(value: Any) -> Any:

@@ -293,3 +293,16 @@ def test_lone_surrogate_escapes_from_upstream_do_not_break_the_stream() -> None:
     body = b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud800b \\ud83d\\ude42"},"finish_reason":"stop"}]}\n\n'
     result = run(sse_chunks_from_bytes([body]))
     assert result.text == "a\ufffdb \U0001f642"
+
+
+def test_chunks_orjson_refuses_are_read_as_json_reads_them() -> None:
+    from helpers import sse_chunks_from_bytes
+
+    body = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}],'
+        b'"seed":123456789012345678901234567890,"score":NaN}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{"content":"y"},"finish_reason":"stop"}]}\n\n'
+    )
+    chunks = list(sse_chunks_from_bytes([body]))
+    assert chunks[0]["seed"] == 123456789012345678901234567890
+    assert run(chunks).text == "xy"
