@@ -46,9 +46,11 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 from ag_ui.encoder import EventEncoder
+from httpx_sse import ServerSentEvent
 
 from bridge import DONE, ChatStreamTranslator, TranslateOptions
 from bridge.encode import encode_event
+from bridge.sse import chunk_from_sse
 
 FULL_CHUNKS = 20_000
 FULL_REPEAT = 5
@@ -251,12 +253,14 @@ def _to_sse(chunks: Sequence[Chunk]) -> bytes:
 def parse_sse(body: bytes) -> Iterator[Chunk]:
     """Chunks from SSE bytes: the ``data:`` lines, JSON-decoded (``[DONE]`` kept as text).
 
-    The body is decoded to text first, as httpx does before httpx-sse sees a line.
+    The body is decoded to text first, as httpx does before httpx-sse sees a line; each data
+    line is read by the bridge's own ``chunk_from_sse`` (orjson, surrogate and error handling).
     """
     for line in body.decode().split("\n"):
         if line.startswith("data: "):
-            data = line[6:]
-            yield DONE if data == DONE else json.loads(data)
+            chunk = chunk_from_sse(ServerSentEvent(data=line[6:]))
+            if chunk is not None:
+                yield chunk
 
 
 # -- the measured work -----------------------------------------------------------------------
