@@ -1,22 +1,25 @@
 """The servers the HTTP benchmarks run, each an app factory for ``uvicorn --factory``.
 
 ``upstream``: a fake OpenAI-compatible server. ``POST /v1/chat/completions`` reads its orders
-from the last message's content (JSON): ``{"variant": "mixed"|"content", "chunks": N, "block": B}``
-streams N pre-encoded chunks as fast as it can, in writes of about B bytes (0: a write per
-frame); ``{"rate": r, "tokens": n}`` streams n content chunks at
-r per second, each carrying its send time (``time.time_ns()``) as ``ts<19 digits>`` in its text.
+from the last message's content (JSON). ``{"variant": "mixed"|"content", "chunks": N,
+"block": B}`` streams N pre-encoded chunks as fast as it can, in writes of about B bytes (0: a
+write per frame); ``{"rate": r, "tokens": n}`` streams n content chunks at r per second, each
+carrying its send time (``time.time_ns()``) as ``ts<19 digits>`` in its text.
 
 ``proxy``: a pass-through that forwards the request to the upstream with httpx and streams its
 bytes back unparsed (the baseline). ``bridge``: ``bridge.app.create_app`` pointed at the
-upstream. Both read the upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers``
-starts fresh interpreters, so a factory's arguments can only come from the environment.
+upstream (``profiled_bridge``: the same under cProfile, for profile_bridge.py). All read the
+upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers`` starts fresh interpreters,
+so a factory's arguments can only come from the environment.
 """
 
 from __future__ import annotations
 
+import _lsprof
 import asyncio
 import json
 import os
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,6 +41,7 @@ from bridge.config import BridgeConfig
 
 UPSTREAM_URL_ENV = "BENCH_UPSTREAM_URL"
 MAX_RUNS_ENV = "BENCH_MAX_RUNS"
+PROFILE_OUT_ENV = "BENCH_PROFILE_OUT"
 MODEL = "bench-model-8b"
 VARIANTS = ("content", "mixed")
 #: The fast upstream's default write size: in blocks of frames it is never what limits the
@@ -214,6 +218,36 @@ def bridge() -> Starlette:
         max_concurrent_runs=int(os.environ.get(MAX_RUNS_ENV, "512")),
     )
     return create_app(config)
+
+
+def profiled_bridge() -> Any:
+    """The bridge in a process run under ``python -m cProfile``: ``POST /profile/start`` forgets
+    what was counted so far (start-up, warm-up), ``POST /profile/stop`` writes the stats to the
+    file named by ``BENCH_PROFILE_OUT``.
+
+    The profiler must be on before the event loop starts: CPython 3.11 marks only the calling
+    C frame as traced, so a profiler switched on inside a request never sees the other tasks.
+    """
+    inner = bridge()
+    # Its class is __main__.Profile (cProfile runs as __main__), a subclass of _lsprof.Profiler.
+    profiler: Any = sys.getprofile()
+    if not isinstance(profiler, _lsprof.Profiler):
+        raise RuntimeError("run this app under python -m cProfile")
+    out = os.environ[PROFILE_OUT_ENV]
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path")
+        if scope["type"] == "http" and path in ("/profile/start", "/profile/stop"):
+            if path == "/profile/start":
+                profiler.clear()
+            else:
+                profiler.disable()
+                profiler.dump_stats(out)
+            await _respond(send, 200, b'{"status":"ok"}')
+            return
+        await inner(scope, receive, send)
+
+    return app
 
 
 # -- what clients send -----------------------------------------------------------------------

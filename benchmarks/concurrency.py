@@ -99,7 +99,7 @@ class StreamOutcome:
     ended: bool
 
 
-async def _stream(
+async def stream(
     path: str,
     url: str,
     *,
@@ -142,7 +142,7 @@ async def _level(
 ) -> dict[str, Any]:
     # Not measured: the first run pays for connections and lazy imports.
     warm = Window(start_ns=0, end_ns=0)
-    await _stream(path, server.url, start_at=0, orders={"rate": 100, "tokens": 5}, window=warm)
+    await stream(path, server.url, start_at=0, orders={"rate": 100, "tokens": 5}, window=warm)
     await asyncio.sleep(min(IDLE_S, duration / 5))
     idle_rss = harness.rss_bytes(server.pid)
     t0 = time.time() + 0.1
@@ -150,7 +150,7 @@ async def _level(
     settle = min(SETTLE_S, duration / 3)
     window = Window(start_ns=int((t0 + ramp + settle) * 1e9), end_ns=int(until * 1e9))
     tasks = [
-        _stream(
+        stream(
             path,
             server.url,
             start_at=start,

@@ -94,6 +94,7 @@ class Spec:
     port: int = field(default_factory=free_port)
     env: Mapping[str, str] = field(default_factory=dict)
     workers: int = 1
+    python_options: tuple[str, ...] = ()  # before ``-m uvicorn``: ("-m", "cProfile", "-o", …)
 
     @property
     def url(self) -> str:
@@ -138,7 +139,7 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def _command(spec: Spec, stack: ServerStack) -> list[str]:
     return [
-        sys.executable, "-m", "uvicorn", f"apps:{spec.factory}", "--factory",
+        sys.executable, *spec.python_options, "-m", "uvicorn", f"apps:{spec.factory}", "--factory",
         "--app-dir", str(BENCH_DIR), "--host", "127.0.0.1", "--port", str(spec.port),
         "--loop", stack.loop, "--http", stack.http, "--workers", str(spec.workers),
         "--log-level", "warning", "--no-access-log",
@@ -269,7 +270,23 @@ def machine() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             info["packages"][package] = None
     info["cores_note"] = CORES_NOTE.format(cores=os.cpu_count())
+    info["uncommitted_bridge_files"] = _uncommitted("bridge")  # what "-dirty" covers, if it matters
     return info
+
+
+def _uncommitted(path: str) -> list[str] | None:
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--", path],
+            cwd=BENCH_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except OSError:
+        return None
+    return [line[3:] for line in done.stdout.splitlines()]
 
 
 def report(benchmark: str, config: Mapping[str, Any], results: Any) -> dict[str, Any]:

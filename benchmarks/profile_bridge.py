@@ -1,23 +1,29 @@
-"""Where the bridge process spends its CPU during the e2e benchmark: a py-spy profile.
+"""Where the bridge process spends its CPU under the e2e (or concurrency) load: a cProfile profile.
 
-The bridge (``apps.bridge`` under uvicorn) in front of the fast upstream, driven by e2e.py's
-client with ``mixed`` streams back to back for ``--seconds``, while ``py-spy record`` samples
-the bridge process. Prints the functions with the most samples on top of the stack (self),
-the most samples anywhere on the stack (inclusive, bridge code only) and self samples by
-package. Needs py-spy (``pip install -e '.[bench]'``) and the right to ptrace the bridge
-(root, or ``kernel.yama.ptrace_scope`` 0).
+The bridge runs as ``apps.profiled_bridge`` under uvicorn in front of the fast upstream; after
+a warm-up the client switches cProfile on (``POST /profile/start``), drives the bridge for
+``--seconds`` with e2e.py's ``mixed`` streams back to back (or ``--paced S`` streams at 20
+tokens/s, concurrency.py's load), and switches it off. Printed: the functions with the most
+own time, with their calls per upstream chunk (chunks = calls of
+``ChatStreamTranslator.feed``); own time by package; and the share of the pure core (decode,
+translate, encode) against everything around it.
 
-    python benchmarks/profile_bridge.py             # 20 s, writes benchmarks/results/profile.json
-    python benchmarks/profile_bridge.py --smoke     # 3 s, writes nothing
-    python benchmarks/profile_bridge.py --raw p.txt # keep the collapsed stacks (flamegraph.pl)
+Why cProfile and not a sampling profiler: on the 2-core VM these figures come from, py-spy
+(blocking mode) put a third of its samples in ``asyncio.current_task``, where ``perf`` finds
+about 1% (the ``getpid`` that CPython 3.11's ``get_running_loop`` makes): its samples were
+skewed. cProfile counts every call exactly; its own cost per call inflates small functions
+called often, so read the times as relative, and the run itself is slower than unprofiled.
+
+    python benchmarks/profile_bridge.py              # 20 s a stack: benchmarks/results/profile.json
+    python benchmarks/profile_bridge.py --smoke      # 3 s, writes nothing
+    python benchmarks/profile_bridge.py --paced 200  # 200 paced streams (concurrency.py's load)
 """
 
 from __future__ import annotations
 
 import argparse
-import re
-import shutil
-import subprocess
+import asyncio
+import pstats
 import sys
 import tempfile
 import time
@@ -27,149 +33,178 @@ from pathlib import Path
 from typing import Any
 
 import apps
+import concurrency
 import e2e
 import harness
-from harness import Spec
+import httpx
+from harness import ServerStack, Spec
 
 FULL_SECONDS = 20.0
 SMOKE_SECONDS = 3.0
 CHUNKS = 20_000
-RATE_HZ = 100
-TOP = 20
-_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::\d+)?\)$")
-# Frames below which a sample is the event loop itself (in C with uvloop: I/O, timers, the
-# scheduling of callbacks).
-_LOOP_FRAMES = ("Runner.run (", "run_until_complete (", "run_forever (", "_run_once (")
+TOP = 25
+# The pure core: no I/O, what translate.py measures; everything else is HTTP and async plumbing.
+CORE = (
+    ("bridge/sse.py", "chunk_from_sse"),
+    ("bridge/translate.py", "feed"),
+    ("bridge/encode.py", "encode_event"),
+)
+
+Key = tuple[str, int, str]  # pstats: file, line, function
 
 
 def package(file: str) -> str:
-    """The package (or stdlib module) a frame's file belongs to: py-spy names files relative to
-    their ``sys.path`` entry (``bridge/stream.py``, ``anyio/streams/memory.py``, ``typing.py``)."""
-    return file.split("/")[0].removesuffix(".py")
+    """The package or stdlib module a function's file belongs to; ``~`` is a C builtin."""
+    if file == "~":
+        return "C builtins (socket I/O, json, dict…)"
+    if "/site-packages/" in file:
+        return file.split("/site-packages/")[1].split("/")[0].removesuffix(".py")
+    parts = Path(file).parts
+    if "bridge" in parts:
+        return "bridge"
+    if "python3.11" in parts or file.startswith("<"):
+        rest = parts[parts.index("python3.11") + 1 :] if "python3.11" in parts else (file,)
+        return rest[0].removesuffix(".py")
+    return Path(file).name
 
 
-def summarise(collapsed: str) -> dict[str, Any]:
-    """Top self and inclusive functions, and self samples by package, from py-spy's raw output."""
-    own: Counter[str] = Counter()
-    anywhere: Counter[str] = Counter()
+def _name(key: Key) -> str:
+    file, line, function = key
+    if file == "~":
+        return function
+    parts = Path(file).parts
+    short = "/".join(parts[-2:]) if len(parts) > 1 else file
+    return f"{function} ({short}:{line})"
+
+
+def summarise(stats: pstats.Stats) -> dict[str, Any]:
+    table: dict[Key, tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in table.values())
+    chunks = sum(
+        nc
+        for (file, _, function), (_, nc, *_) in table.items()
+        if file.endswith("bridge/translate.py") and function == "feed"
+    )
+    per_chunk = max(chunks, 1)
+    own = sorted(table.items(), key=lambda item: item[1][2], reverse=True)[:TOP]
     packages: Counter[str] = Counter()
-    total = 0
-    for line in collapsed.splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        frames = [frame for frame in stack.split(";") if frame]
-        total += count
-        leaf = frames[-1]
-        if leaf.startswith(_LOOP_FRAMES):
-            leaf = "(the event loop: I/O, timers, scheduling; C under uvloop)"
-        own[leaf] += count
-        match = _FRAME.match(frames[-1])
-        packages[package(match["file"]) if match else "?"] += count
-        for frame in set(frames):
-            if "bridge/" in frame:
-                anywhere[frame] += count
-
-    def share(counter: Counter[str]) -> list[dict[str, Any]]:
-        return [
-            {"function": name, "percent": round(100 * n / total, 1)}
-            for name, n in counter.most_common(TOP)
-        ]
-
+    for (file, _, _), (_, _, tt, _, _) in table.items():
+        packages[package(file)] += tt
+    core = sum(
+        ct
+        for (file, _, function), (_, _, _, ct, _) in table.items()
+        if any(file.endswith(f) and function == fn for f, fn in CORE)
+    )
     return {
-        "samples": total,
-        "self": share(own),
-        "inclusive_bridge": share(anywhere),
-        "packages": share(packages),
+        "chunks": chunks,
+        "function_calls": sum(nc for _, nc, _, _, _ in table.values()),
+        "seconds_profiled": round(total, 2),
+        "core_percent": round(100 * core / total, 1),
+        "own": [
+            {
+                "function": _name(key),
+                "percent": round(100 * tt / total, 1),
+                "calls_per_chunk": round(nc / per_chunk, 2),
+            }
+            for key, (_, nc, tt, _, _) in own
+        ],
+        "packages": [
+            {"package": name, "percent": round(100 * tt / total, 1)}
+            for name, tt in packages.most_common(12)
+        ],
     }
 
 
-async def _drive(url: str, seconds: float) -> int:
-    """Streams back to back until ``seconds`` are up; how many were read."""
+async def _drive_paced(url: str, seconds: float, streams: int) -> None:
+    window = concurrency.Window(start_ns=0, end_ns=0)
+    tokens = round(seconds * concurrency.RATE)
+    start = time.time()
+    orders = {"rate": concurrency.RATE, "tokens": tokens}
+    await asyncio.gather(
+        *(
+            concurrency.stream(
+                "bridge", url, start_at=start + i / streams, orders=orders, window=window
+            )
+            for i in range(streams)
+        )
+    )
+
+
+async def _drive(url: str, seconds: float) -> None:
     body = apps.run_input({"variant": "mixed", "chunks": CHUNKS, "block": apps.WRITE_BLOCK})
-    done = 0
     deadline = time.monotonic() + seconds
     async with e2e.new_client() as client:
         while time.monotonic() < deadline:
             await e2e.fetch(client, url, body)
-            done += 1
-    return done
 
 
-def profile(py_spy: str, stack: harness.ServerStack, seconds: float, raw: Path) -> dict[str, Any]:
-    """Sample the bridge for ``seconds`` while the client keeps it busy; the summary."""
+def profile(stack: ServerStack, seconds: float, paced: int | None, out: Path) -> dict[str, Any]:
     upstream = Spec(factory="upstream")
-    bridge = Spec(factory="bridge", env={apps.UPSTREAM_URL_ENV: upstream.url})
+    env = {
+        apps.UPSTREAM_URL_ENV: upstream.url,
+        apps.MAX_RUNS_ENV: str((paced or 0) + 16),
+        apps.PROFILE_OUT_ENV: str(out),
+    }
+    bridge = Spec(
+        factory="profiled_bridge",
+        env=env,
+        python_options=("-m", "cProfile", "-o", str(out.with_suffix(".all"))),
+    )
     with harness.serve(upstream, bridge, stack=stack) as (_, server):
         harness.run_client(_drive(server.url, 0.5))  # imports, connections, the upstream's cache
-        command = [
-            py_spy,
-            "record",
-            "--pid",
-            str(server.pid),
-            "--rate",
-            str(RATE_HZ),
-            "--duration",
-            str(round(seconds)),
-            "--function",
-            "--format",
-            "raw",
-            "--output",
-            str(raw),
-        ]
-        spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            streams = harness.run_client(_drive(server.url, seconds + 1))
-        finally:
-            _, errors = spy.communicate(timeout=60)
-    if spy.returncode != 0 or not raw.exists():
-        raise RuntimeError(f"py-spy failed ({spy.returncode}): {errors.decode(errors='replace')}")
-    return {"stack": stack.name, "streams_read": streams, **summarise(raw.read_text())}
+        httpx.post(f"{server.url}/profile/start").raise_for_status()
+        harness.run_client(
+            _drive_paced(server.url, seconds, paced) if paced else _drive(server.url, seconds)
+        )
+        httpx.post(f"{server.url}/profile/stop", timeout=60).raise_for_status()
+    return {"stack": stack.name, **summarise(pstats.Stats(str(out)))}
+
+
+def _print(stack: ServerStack, summary: dict[str, Any]) -> None:
+    calls = summary["function_calls"] / max(summary["chunks"], 1)
+    print(
+        f"\n-- {stack.name}: {summary['chunks']:,} upstream chunks, {calls:.0f} function calls "
+        f"a chunk; the pure core (decode, translate, encode): {summary['core_percent']}%"
+    )
+    print(f"  {'own time':64} {'%':>5} {'calls/chunk':>11}")
+    for entry in summary["own"]:
+        function, percent, calls = entry["function"], entry["percent"], entry["calls_per_chunk"]
+        print(f"  {function[:64]:64} {percent:5.1f} {calls:11.2f}")
+    print("  own time by package:")
+    for entry in summary["packages"]:
+        print(f"  {entry['percent']:5.1f}%  {entry['package']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_SECONDS:g} s; writes nothing")
-    parser.add_argument("--seconds", type=float, help=f"seconds sampled ({FULL_SECONDS:g})")
+    parser.add_argument("--seconds", type=float, help=f"seconds profiled ({FULL_SECONDS:g})")
     parser.add_argument(
         "--stack", action="append", help="asyncio+h11 or uvloop+httptools (default: each installed)"
     )
     parser.add_argument(
-        "--raw", type=Path, help="keep py-spy's collapsed stacks (<stack> added to the name)"
+        "--paced",
+        type=int,
+        metavar="S",
+        help="load: S paced streams at 20 tokens/s instead of e2e streams",
     )
     args = parser.parse_args(argv)
-    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
-    if py_spy is None:
-        print("py-spy is not installed: pip install -e '.[bench]'", file=sys.stderr)
-        return 2
     seconds: float = args.seconds or (SMOKE_SECONDS if args.smoke else FULL_SECONDS)
     stacks = (
-        [harness.stack_named(name) for name in args.stack]
-        if args.stack
-        else harness.available_stacks()
+        [harness.stack_named(n) for n in args.stack] if args.stack else harness.available_stacks()
     )
-    harness.print_header(f"profile of the bridge process, {seconds:g} s per server stack")
+    load = f"{args.paced} paced streams" if args.paced else f"{CHUNKS:,}-chunk mixed streams"
+    harness.print_header(f"cProfile of the bridge process, {load}, {seconds:g} s per stack")
     summaries: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for stack in stacks:
-            raw = args.raw or Path(scratch) / "collapsed.txt"
-            raw = raw.with_name(f"{raw.stem}-{stack.name}{raw.suffix}")
-            summary = profile(py_spy, stack, seconds, raw)
+            summary = profile(stack, seconds, args.paced, Path(scratch) / f"{stack.name}.prof")
             summaries.append(summary)
-            read, samples = summary["streams_read"], summary["samples"]
-            print(f"\n-- {stack.name}: {read} streams of {CHUNKS:,} chunks; {samples:,} samples")
-            for title, key in (
-                ("self", "self"),
-                ("inclusive, bridge code", "inclusive_bridge"),
-                ("self, by package", "packages"),
-            ):
-                print(f"{title}:")
-                for entry in summary[key]:
-                    print(f"  {entry['percent']:5.1f}%  {entry['function']}")
+            _print(stack, summary)
     if not args.smoke:
-        config = {"seconds": seconds, "chunks": CHUNKS, "rate_hz": RATE_HZ}
-        harness.write_results("profile", harness.report("profile", config, summaries))
+        name = f"profile-paced-{args.paced}" if args.paced else "profile"
+        config = {"seconds": seconds, "chunks_per_stream": CHUNKS, "paced_streams": args.paced}
+        harness.write_results(name, harness.report(name, config, summaries))
     return 0
 
 
