@@ -47,7 +47,7 @@ T = TypeVar("T")
 
 SLOW = fault_model("ok", n=100_000, delay=0.05)  # a chunk every 50 ms, for an hour and more
 QUICK = fault_model("ok", n=60, delay=0.001)  # about a tenth of a second per run
-FLOOD_CHUNKS = 20_000
+FLOOD_CHUNKS = 60_000  # more than kernel buffers take in the 3 s of slow reading
 FLOOD = fault_model("ok", n=FLOOD_CHUNKS, sndbuf=16384)  # as fast as the socket takes it
 SILENT_FIRST = fault_model("ok", wait=1)
 
