@@ -11,10 +11,52 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from contextvars import ContextVar
 
 import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+#: The most a burst holds back before writing anyway.
+_BURST_LIMIT = 64 * 1024
+
+
+class ReadBurst:
+    """The frames made from one upstream network read, written to the client in one send.
+
+    The upstream reader (``upstream._LineLimit``) marks a read as begun when its bytes arrive
+    and calls ``end()`` before it waits for the next: that writes what the read produced. Frames
+    made outside a read (``RUN_STARTED`` before the upstream answers, the run's end) are written
+    at once, so batching never delays an event behind the network."""
+
+    def __init__(self, send: Send) -> None:
+        self.reading = False
+        self._send = send
+        self._pending: list[bytes] = []
+        self._size = 0
+
+    async def write(self, body: bytes) -> None:
+        if self.reading and self._size + len(body) <= _BURST_LIMIT:
+            self._pending.append(body)
+            self._size += len(body)
+            return
+        await self.flush()
+        await self._send({"type": "http.response.body", "body": body, "more_body": True})
+
+    async def end(self) -> None:
+        self.reading = False
+        await self.flush()
+
+    async def flush(self) -> None:
+        if self._pending:
+            body = b"".join(self._pending)
+            self._pending.clear()
+            self._size = 0
+            await self._send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+#: The burst of the response being written, for the upstream reader of the same task.
+READ_BURST: ContextVar[ReadBurst | None] = ContextVar("read_burst", default=None)
 
 #: An SSE comment: ignored by every SSE client (the AG-UI client included), kept by proxies.
 KEEPALIVE = b": keep-alive\n\n"
@@ -62,16 +104,20 @@ class EventStreamResponse(Response):
                 if self._stop is not None:
                     tasks.start_soon(self._stop_producing, self._stop)
                 tasks.start_soon(self._keep_alive, send)
-                with self._producing:
-                    async with aclosing(self._frames) as frames:
-                        # One task reads and writes: each frame is handed to the server as it
-                        # comes, and the server's send waits while the client's socket is full.
-                        async for frame in frames:
-                            self._quiet = False
-                            body = frame.encode()
-                            await send(
-                                {"type": "http.response.body", "body": body, "more_body": True}
-                            )
+                burst = ReadBurst(send)
+                token = READ_BURST.set(burst)
+                try:
+                    with self._producing:
+                        async with aclosing(self._frames) as frames:
+                            # One task reads and writes: frames are handed to the server as they
+                            # come (one send per upstream read), and the server's send waits
+                            # while the client's socket is full.
+                            async for frame in frames:
+                                self._quiet = False
+                                await burst.write(frame.encode())
+                    await burst.end()
+                finally:
+                    READ_BURST.reset(token)
                 watch.cancel()  # the keep-alive and disconnect watchers: nothing more to write
             if not gone:
                 last = self._stop_frame.encode() if self._producing.cancel_called else b""

@@ -26,6 +26,7 @@ from bridge.errors import (
     UpstreamTruncatedError,
 )
 from bridge.sse import chunk_from_sse, without_lone_surrogates
+from bridge.stream import READ_BURST
 
 # An error body is read for its message only; a server sending megabytes of HTML is cut off.
 _MAX_ERROR_BODY = 64 * 1024
@@ -270,7 +271,17 @@ class _LineLimit(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         limit = self._limit
-        async for piece in self._stream:
+        burst = READ_BURST.get()  # the response being written: one send per network read
+        pieces = aiter(self._stream)
+        while True:
+            if burst is not None:
+                await burst.end()  # before waiting on the network: write what the last read made
+            try:
+                piece = await anext(pieces)
+            except StopAsyncIteration:
+                break
+            if burst is not None:
+                burst.reading = True
             text = piece.replace(b"\r", b"\n") if b"\r" in piece else piece
             lines = text.split(b"\n")
             if len(lines) == 1:
