@@ -230,9 +230,10 @@ def profiled_bridge() -> Any:
     """
     inner = bridge()
     # Its class is __main__.Profile (cProfile runs as __main__), a subclass of _lsprof.Profiler.
-    profiler: Any = sys.getprofile()
-    if not isinstance(profiler, _lsprof.Profiler):
+    active = sys.getprofile()
+    if not isinstance(active, _lsprof.Profiler):
         raise RuntimeError("run this app under python -m cProfile")
+    profiler: Any = active
     out = os.environ[PROFILE_OUT_ENV]
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:

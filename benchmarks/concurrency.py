@@ -2,7 +2,7 @@
 
 S streams (``--streams``, default 50, 200, 500 and 1000) at ``--rate`` tokens/s each (default
 20) from a paced upstream (``apps.upstream``) that writes its send time, ``time.time_ns()``,
-into every token's text. The client (one process, ``harness.post_raw``) notes when each token
+into every token's text. The client (one process, ``raw_http.post_raw``) notes when each token
 arrives: receive time minus send time is the token's latency (one machine, one clock), through
 the bridge and, as the baseline, through the pass-through proxy; ``direct`` reads the upstream
 itself (the floor of this setup: two processes and the machine's scheduling). Streams open
@@ -33,6 +33,7 @@ from typing import Any
 import apps
 import e2e
 import harness
+import raw_http
 from harness import Outcome, Row, Server, ServerStack, Spec
 
 FULL_LEVELS = (50, 200, 500, 1000)
@@ -70,7 +71,7 @@ class Window:
 
 # -- the client ------------------------------------------------------------------------------
 class _TokenClock:
-    """Notes the latency of each token of one answer, read by ``harness.post_raw``."""
+    """Notes the latency of each token of one answer, read by ``raw_http.post_raw``."""
 
     def __init__(self, end: bytes, window: Window) -> None:
         self.end = end
@@ -110,7 +111,7 @@ async def stream(
     await asyncio.sleep(max(0.0, start_at - time.time()))
     clock = _TokenClock(_ENDS[path], window)
     within = orders["tokens"] / orders["rate"] + STREAM_GRACE_S
-    ok = await harness.post_raw(*e2e.request_for(path, url, orders), clock.feed, within=within)
+    ok = await raw_http.post_raw(*e2e.request_for(path, url, orders), clock.feed, within=within)
     return StreamOutcome(
         expected=orders["tokens"], received=clock.received, ended=clock.ended and ok
     )

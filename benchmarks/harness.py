@@ -17,15 +17,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, TypeVar, cast
-from urllib.parse import urlsplit
+from typing import IO, Any, TypeVar
 
 import httpx
 from translate import machine as _translate_machine
@@ -270,23 +269,31 @@ def machine() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             info["packages"][package] = None
     info["cores_note"] = CORES_NOTE.format(cores=os.cpu_count())
-    info["uncommitted_bridge_files"] = _uncommitted("bridge")  # what "-dirty" covers, if it matters
+    info["bridge_code"] = bridge_code()
+    if info["bridge_code"] != BRIDGE_CODE_AT_START:
+        info["bridge_code_at_start"] = BRIDGE_CODE_AT_START  # the figures mix two versions
     return info
 
 
-def _uncommitted(path: str) -> list[str] | None:
+def bridge_code() -> dict[str, Any]:
+    """The commit, and which files of bridge/ differ from it ("-dirty" says only that some do)."""
+    status = _git("status", "--porcelain", "--", str(BENCH_DIR.parent / "bridge"))
+    changed = [line[3:] for line in status.splitlines()] if status is not None else None
+    return {"commit": _git("rev-parse", "--short", "HEAD"), "uncommitted": changed}
+
+
+def _git(*args: str) -> str | None:
     try:
         done = subprocess.run(
-            ["git", "status", "--porcelain", "--", path],
-            cwd=BENCH_DIR,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            ["git", *args], cwd=BENCH_DIR, capture_output=True, text=True, timeout=10, check=False
         )
     except OSError:
         return None
-    return [line[3:] for line in done.stdout.splitlines()]
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+# Servers import the bridge when they start: a run that outlives a commit mixes versions.
+BRIDGE_CODE_AT_START = bridge_code()
 
 
 def report(benchmark: str, config: Mapping[str, Any], results: Any) -> dict[str, Any]:
@@ -343,56 +350,3 @@ def run_client(main: Coroutine[Any, Any, T]) -> T:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(main)
     return asyncio.run(main)
-
-
-# -- a light client --------------------------------------------------------------------------
-class _RawResponse(asyncio.Protocol):
-    def __init__(self, request: bytes, on_data: Callable[[bytes, int], None]) -> None:
-        self.request = request
-        self.on_data = on_data
-        self.status_line = b""
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        cast(asyncio.WriteTransport, transport).write(self.request)
-
-    def data_received(self, data: bytes) -> None:
-        now = time.time_ns()
-        if not self.status_line:
-            self.status_line = data.partition(b"\r\n")[0]
-        self.on_data(data, now)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-
-async def post_raw(
-    url: str, body: Mapping[str, Any], on_data: Callable[[bytes, int], None], *, within: float
-) -> bool:
-    """POST JSON and hand every read of the answer to ``on_data(data, time.time_ns())``, HTTP
-    framing and all; True if the status was 200. More than ``within`` seconds is an error.
-
-    Not httpx: when thousands of reads a second go through a client that shares two cores
-    with the servers, httpx's cost per read (tens of µs) makes the client the bottleneck; a
-    protocol callback costs a few µs. ``Connection: close``: the answer ends when the server
-    closes. The servers under test write whole SSE frames per HTTP chunk, so chunk headers
-    (``\\r\\n``-delimited) never split a frame; a TCP read can.
-    """
-    where = urlsplit(url)
-    payload = json.dumps(body).encode()
-    request = (
-        f"POST {where.path or '/'} HTTP/1.1\r\nHost: {where.netloc}\r\n"
-        "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-    ).encode() + payload
-    loop = asyncio.get_running_loop()
-    transport, response = await loop.create_connection(
-        lambda: _RawResponse(request, on_data), where.hostname or "127.0.0.1", where.port or 80
-    )
-    try:
-        # An answer that hangs fails the benchmark instead of the benchmark hanging.
-        await asyncio.wait_for(response.closed, within)
-    finally:
-        transport.close()
-    return response.status_line.startswith(b"HTTP/1.1 200")

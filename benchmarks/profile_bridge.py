@@ -27,7 +27,6 @@ import pstats
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -87,9 +86,9 @@ def summarise(stats: pstats.Stats) -> dict[str, Any]:
     )
     per_chunk = max(chunks, 1)
     own = sorted(table.items(), key=lambda item: item[1][2], reverse=True)[:TOP]
-    packages: Counter[str] = Counter()
+    packages: dict[str, float] = {}
     for (file, _, _), (_, _, tt, _, _) in table.items():
-        packages[package(file)] += tt
+        packages[package(file)] = packages.get(package(file), 0.0) + tt
     core = sum(
         ct
         for (file, _, function), (_, _, _, ct, _) in table.items()
@@ -110,7 +109,7 @@ def summarise(stats: pstats.Stats) -> dict[str, Any]:
         ],
         "packages": [
             {"package": name, "percent": round(100 * tt / total, 1)}
-            for name, tt in packages.most_common(12)
+            for name, tt in sorted(packages.items(), key=lambda item: -item[1])[:12]
         ],
     }
 

@@ -2,7 +2,7 @@
 
 The bridge is served by ``uvicorn apps:bridge --factory --workers W`` (the factory builds the app
 from environment variables, as every worker process starts afresh), in front of the fast
-upstream. The client (``harness.post_raw``, cheap enough to leave the cores to the servers)
+upstream. The client (``raw_http.post_raw``, cheap enough to leave the cores to the servers)
 opens K streams at once (``--streams``, default 8) of N ``mixed`` chunks each (``--chunks``,
 default 5,000) and waits for all; aggregate chunks/s = K * N / wall time, the best of
 ``--repeat`` rounds. The CPU% of each worker shows how the kernel spread the connections.
@@ -26,6 +26,7 @@ from typing import Any
 import apps
 import e2e
 import harness
+import raw_http
 from harness import Outcome, Row, ServerStack, Spec
 
 FULL_STREAMS = 8
@@ -55,7 +56,7 @@ class _FrameCounter:
 
 async def _open_later(delay: float, url: str, body: dict[str, Any], counter: _FrameCounter) -> bool:
     await asyncio.sleep(delay)
-    return await harness.post_raw(url, body, counter.feed, within=ROUND_LIMIT_S)
+    return await raw_http.post_raw(url, body, counter.feed, within=ROUND_LIMIT_S)
 
 
 async def _round(url: str, orders: dict[str, Any], streams: int) -> tuple[float, list[int]]:
