@@ -52,7 +52,6 @@ test: lint typecheck pytest
 	$(BIN)/python benchmarks/run_all.py --smoke
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/translate.py
 	$(BIN)/python benchmarks/run_all.py
 

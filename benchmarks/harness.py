@@ -276,10 +276,11 @@ def machine() -> dict[str, Any]:
 
 
 def bridge_code() -> dict[str, Any]:
-    """The commit, and which files of bridge/ differ from it ("-dirty" says only that some do)."""
+    """bridge/ as committed (its tree) and which of its files differ from that ("-dirty" in
+    the git description says only that some file in the checkout does)."""
     status = _git("status", "--porcelain", "--", str(BENCH_DIR.parent / "bridge"))
     changed = [line[3:] for line in status.splitlines()] if status is not None else None
-    return {"commit": _git("rev-parse", "--short", "HEAD"), "uncommitted": changed}
+    return {"tree": _git("rev-parse", "--short", "HEAD:bridge"), "uncommitted": changed}
 
 
 def _git(*args: str) -> str | None:
