@@ -31,7 +31,6 @@ from translate import machine as _translate_machine
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-MODEL = "bench-model-8b"
 CORES_NOTE = (
     "{cores} cores: client, bridge/proxy and upstream share them (and so does any other work "
     "on the machine), so these figures are a floor for a real deployment, and noisy"
