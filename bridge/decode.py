@@ -25,6 +25,9 @@ def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
     Raises ``UpstreamStreamError`` for an ``{"error": …}`` chunk and ``UpstreamProtocolError``
     for a chunk whose shape is not a chat completion's.
     """
+    fast = _one_text_field(chunk)
+    if fast is not None:
+        return fast
     error = chunk.get("error")
     if error is not None:
         raise UpstreamStreamError.from_payload(error)
@@ -45,6 +48,28 @@ def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
         if token_usage is not None:
             parts.append(Usage(token_usage))
     return parts
+
+
+_ONE_FIELD = {"content": Text, "reasoning_content": Reasoning, "reasoning": Reasoning}
+
+
+def _one_text_field(chunk: dict[str, Any]) -> list[Part] | None:
+    """Most chunks of every stream: one choice whose delta is one text field, nothing else.
+    Their parts, exactly what the full reading below gives; ``None`` for any other chunk."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or "error" in chunk or chunk.get("usage"):
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") or choice.get("index", 0) != 0:
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or len(delta) != 1:
+        return None
+    ((key, value),) = delta.items()
+    make = _ONE_FIELD.get(key)
+    if make is None or type(value) is not str:
+        return None
+    return [make(value)] if value else []
 
 
 def _first_choice(choices: list[Any]) -> dict[str, Any] | None:

@@ -306,3 +306,25 @@ def test_chunks_orjson_refuses_are_read_as_json_reads_them() -> None:
     chunks = list(sse_chunks_from_bytes([body]))
     assert chunks[0]["seed"] == 123456789012345678901234567890
     assert run(chunks).text == "xy"
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"content": "a"},
+        {"content": ""},
+        {"reasoning_content": "r"},
+        {"reasoning": "r"},
+        {"reasoning": ""},
+    ],
+)
+def test_the_one_text_field_fast_path_reads_as_the_full_reading(delta: dict[str, Any]) -> None:
+    from bridge.decode import decode_chat_chunk
+
+    def chunk_with(delta: dict[str, Any]) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+    # a `role` key sends the same delta down the full reading
+    assert decode_chat_chunk(chunk_with(delta)) == decode_chat_chunk(
+        chunk_with({**delta, "role": "assistant"})
+    )
