@@ -79,10 +79,14 @@ class Result:
 
 
 def run(
-    chunks: Iterable[Any], options: TranslateOptions | None = None, *, complete: bool = True
+    chunks: Iterable[Any],
+    options: TranslateOptions | None = None,
+    *,
+    complete: bool = True,
+    translator: ChatStreamTranslator | None = None,
 ) -> Result:
     """Feed chunks one by one, then close; always checks the stream by the client's rules."""
-    translator = ChatStreamTranslator(options, new_id=counter_ids())
+    translator = translator or ChatStreamTranslator(options, new_id=counter_ids())
     events: list[BaseEvent] = []
     raised = None
     try:

@@ -144,3 +144,27 @@ def messages_from(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     if call["id"] == f["toolCallId"]:
                         call["function"]["arguments"] += f["delta"]
     return list(out.values())
+
+
+#: The two frontend tools of the demo, as AG-UI tools, and a request that calls both.
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+    {
+        "name": "change_background",
+        "description": "Change the page background",
+        "parameters": {
+            "type": "object",
+            "properties": {"color": {"type": "string"}},
+            "required": ["color"],
+        },
+    },
+]
+ASK_TOOLS = "What's the weather in Paris? And make the background lightblue."

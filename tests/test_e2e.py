@@ -19,6 +19,8 @@ from starlette.routing import Mount
 from bridge.app import create_app, mount
 from bridge.scripted import SCRIPTED_MODELS
 from servers import (
+    ASK_TOOLS,
+    TOOLS,
     Stack,
     joined,
     messages_from,
@@ -29,27 +31,6 @@ from servers import (
     serve,
 )
 
-TOOLS = [
-    {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-    {
-        "name": "change_background",
-        "description": "Change the page background",
-        "parameters": {
-            "type": "object",
-            "properties": {"color": {"type": "string"}},
-            "required": ["color"],
-        },
-    },
-]
-ASK_TOOLS = "What's the weather in Paris? And make the background lightblue."
 REASONING_MODELS = [m for m in SCRIPTED_MODELS if m != "scripted-plain"]
 
 

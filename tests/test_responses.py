@@ -12,49 +12,20 @@ from typing import Any
 import pytest
 from ag_ui.core import RunAgentInput
 
-from agui_rules import check_events
 from bridge import ChatStreamTranslator, UpstreamStreamError
 from bridge.config import BridgeConfig
 from bridge.decode_responses import ResponsesDecoder
 from bridge.request import build_responses_request
 from bridge.scripted.responses import response_events, response_object
-from helpers import Result, counter_ids
-from servers import Stack, joined, messages_from, post, run_input, scripted_stack
+from helpers import Result, counter_ids, run
+from servers import ASK_TOOLS, TOOLS, Stack, joined, messages_from, post, run_input, scripted_stack
 
-TOOLS = [
-    {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-    {
-        "name": "change_background",
-        "description": "Change the page background",
-        "parameters": {"type": "object", "properties": {"color": {"type": "string"}}},
-    },
-]
-ASK_TOOLS = "What's the weather in Paris? And make the background lightblue."
 ASK = [{"role": "user", "content": ASK_TOOLS}]
 
 
 def translate(events: list[dict[str, Any]]) -> Result:
-    translator = ChatStreamTranslator(new_id=counter_ids(), decode=ResponsesDecoder().decode)
-    out = []
-    for event in events:
-        out += translator.feed(event)
-    out += translator.close()
-    frames = check_events(out)
-    result = Result(out, translator.outcome, frames)
-    for f in frames:
-        if f["type"] == "TOOL_CALL_START":
-            result.calls[f["toolCallId"]] = {"name": f["toolCallName"], "arguments": ""}
-        elif f["type"] == "TOOL_CALL_ARGS":
-            result.calls[f["toolCallId"]]["arguments"] += f["delta"]
-    return result
+    decode = ResponsesDecoder().decode
+    return run(events, translator=ChatStreamTranslator(new_id=counter_ids(), decode=decode))
 
 
 def scripted(model: str = "scripted-reasoning-content", **body: Any) -> list[dict[str, Any]]:

@@ -386,24 +386,13 @@ def run_case(
         new_id=counter_ids(),
         tool_names=OFFERED if tools_offered else (),
     )
-    events = []
     if whole_message:  # a non-streamed chat.completion
         message = {"role": "assistant", "content": "".join(pieces)}
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        events += translator.feed({"object": "chat.completion", "choices": [choice]})
+        chunks = [{"object": "chat.completion", "choices": [choice]}]
     else:
-        for piece in pieces:
-            events += translator.feed(chunk(content=piece))
-        events += translator.feed(chunk(finish="stop"))
-    events += translator.close()
-    frames = check_events(events)
-    result = Result(events, translator.outcome, frames)
-    for f in frames:
-        if f["type"] == "TOOL_CALL_START":
-            result.calls[f["toolCallId"]] = {"name": f["toolCallName"], "arguments": ""}
-        elif f["type"] == "TOOL_CALL_ARGS":
-            result.calls[f["toolCallId"]]["arguments"] += f["delta"]
-    return result
+        chunks = [*(chunk(content=piece) for piece in pieces), chunk(finish="stop")]
+    return run(chunks, translator=translator)
 
 
 def _check(case: Case, result: Result) -> None:
