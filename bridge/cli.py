@@ -18,10 +18,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from bridge.app import Bridge, create_app, mount
+from bridge.cli_options import add_translate_options
 from bridge.config import BridgeConfig
-from bridge.reasoning_tags import KNOWN_REASONING_TAGS
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
-from bridge.text_tools import FORMAT_ALIASES, TEXT_TOOL_FORMATS
 from bridge.translate import TranslateOptions
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.
@@ -78,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also serve the demo page at / (built into web-demo/dist by `make demo`)",
     )
     _add_listen(serve, port=8000)
-    _add_translate(serve)
+    add_translate_options(serve)
     serve.set_defaults(handler=_serve)
 
     demo = commands.add_parser(
@@ -90,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--pace", type=float, default=0.03, help="seconds between the scripted model's tokens"
     )
-    _add_translate(demo)
+    add_translate_options(demo)
     demo.set_defaults(handler=_demo)
 
     scripted = commands.add_parser(
@@ -117,138 +116,6 @@ def _add_listen(parser: argparse.ArgumentParser, *, port: int) -> None:
         help=f"port to listen on (default {port}; 0 picks a free one)",
     )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
-
-
-def _add_translate(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("reading the model's output and sending history")
-    group.add_argument(
-        "--reasoning-tags",
-        default="think",
-        help="comma-separated reasoning tag pairs looked for in content: "
-        f"{', '.join(KNOWN_REASONING_TAGS)}, or OPEN...CLOSE (default: think)",
-    )
-    group.add_argument(
-        "--text-tool-format",
-        choices=["auto", "none", *TEXT_TOOL_FORMATS, *FORMAT_ALIASES],
-        default="auto",
-        metavar="FORMAT",
-        help="tool calls the model writes as text in content: one of "
-        f"{', '.join(TEXT_TOOL_FORMATS)} (vLLM's parser names such as llama3_json, "
-        "qwen3_xml, glm4_moe or openai are accepted too); auto reads every format, only when "
-        "the request offered tools, and harmony's reasoning channels always (default); none "
-        "never",
-    )
-    group.add_argument(
-        "--starts-in-reasoning",
-        action="store_true",
-        help="the chat template opens the reasoning tag in the prompt: content starts inside "
-        "reasoning and only the closing tag arrives",
-    )
-    group.add_argument(
-        "--starts-in-reasoning-model",
-        action="append",
-        default=[],
-        metavar="MODEL",
-        help="like --starts-in-reasoning, for one model only (repeatable)",
-    )
-    group.add_argument(
-        "--reasoning-history",
-        choices=["auto", "field", "tags", "drop"],
-        default="auto",
-        help="how earlier reasoning goes back upstream: as reasoning_content (field; auto), "
-        "as <think> text in content (tags), or not at all (drop)",
-    )
-    group.add_argument(
-        "--reasoning-scope",
-        choices=["current-turn", "all", "last"],
-        default="current-turn",
-        help="which assistant messages carry their reasoning back: those since the last user "
-        "message (default), all, or the last one",
-    )
-    group.add_argument(
-        "--include-state", action="store_true", help="send the run's state to the model as context"
-    )
-    group.add_argument(
-        "--upstream-api",
-        choices=["chat", "responses"],
-        default="chat",
-        help="the upstream's API: chat (/v1/chat/completions, default) or responses "
-        "(/v1/responses: reasoning summaries, encrypted reasoning carried across turns)",
-    )
-    group.add_argument(
-        "--responses-store",
-        action="store_true",
-        help="with --upstream-api responses: let the upstream store responses (default: "
-        "store false, stateless; the encrypted reasoning goes back with the history)",
-    )
-    group.add_argument(
-        "--upstream-stream",
-        choices=["on", "off"],
-        default="on",
-        help="ask the upstream to stream (default on); off for servers whose streaming breaks "
-        "with tools: whole answers go through the same translation",
-    )
-    group.add_argument(
-        "--no-usage",
-        action="store_true",
-        help="do not ask for stream_options.include_usage (for servers that reject it)",
-    )
-    group.add_argument(
-        "--connect-timeout",
-        type=float,
-        default=10.0,
-        help="seconds to connect upstream (default 10)",
-    )
-    group.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=300.0,
-        help="seconds of upstream silence allowed before and between chunks (default 300)",
-    )
-    limits = parser.add_argument_group("reliability and security")
-    for flag, kind, default, text in _LIMIT_FLAGS:
-        limits.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
-    limits.add_argument(
-        "--cors-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="a browser origin allowed to call the bridge cross-origin (repeatable; "
-        "CORS is closed by default; * allows any)",
-    )
-    limits.add_argument(
-        "--auth-token",
-        default=os.environ.get("AGUI_BRIDGE_AUTH_TOKEN"),
-        help="require Authorization: Bearer TOKEN on every request "
-        "(default: $AGUI_BRIDGE_AUTH_TOKEN; prefer the variable, a flag shows in `ps`)",
-    )
-
-
-_LIMIT_FLAGS: list[tuple[str, type, float, str]] = [
-    ("--retries", int, 2, "retries before the answer begins (connection errors, 429, 502-504)"),
-    (
-        "--retry-after-cap",
-        float,
-        10.0,
-        "longest Retry-After waited out, in seconds; longer fails at once, saying when",
-    ),
-    (
-        "--keepalive-interval",
-        float,
-        15.0,
-        "seconds of upstream silence before an SSE keep-alive comment is sent",
-    ),
-    ("--max-body-bytes", int, 16 * 1024 * 1024, "largest request body accepted, else HTTP 413"),
-    ("--max-messages", int, 5000, "most messages in one run's history, else HTTP 413"),
-    ("--max-line-bytes", int, 4 * 1024 * 1024, "longest upstream SSE line accepted"),
-    ("--max-concurrent-runs", int, 512, "runs served at once; more get HTTP 503 + Retry-After"),
-    (
-        "--shutdown-grace",
-        float,
-        10.0,
-        "on SIGTERM, seconds running runs get before they end with RUN_ERROR shutting_down",
-    ),
-]
 
 
 def _config(

@@ -1,0 +1,143 @@
+"""The CLI's flags for reading the model's output, the history and the upstream (``cli.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from bridge.reasoning_tags import KNOWN_REASONING_TAGS
+from bridge.text_tools import FORMAT_ALIASES, TEXT_TOOL_FORMATS
+
+
+def add_translate_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``serve`` and ``demo`` that set how the model's output is read, what goes back
+    upstream, and how the upstream is talked to."""
+    group = parser.add_argument_group("reading the model's output and sending history")
+    group.add_argument(
+        "--reasoning-tags",
+        default="think",
+        help="comma-separated reasoning tag pairs looked for in content: "
+        f"{', '.join(KNOWN_REASONING_TAGS)}, or OPEN...CLOSE (default: think)",
+    )
+    group.add_argument(
+        "--text-tool-format",
+        choices=["auto", "none", *TEXT_TOOL_FORMATS, *FORMAT_ALIASES],
+        default="auto",
+        metavar="FORMAT",
+        help="tool calls the model writes as text in content: one of "
+        f"{', '.join(TEXT_TOOL_FORMATS)} (vLLM's parser names such as llama3_json, "
+        "qwen3_xml, glm4_moe or openai are accepted too); auto reads every format, only when "
+        "the request offered tools, and harmony's reasoning channels always (default); none "
+        "never",
+    )
+    group.add_argument(
+        "--starts-in-reasoning",
+        action="store_true",
+        help="the chat template opens the reasoning tag in the prompt: content starts inside "
+        "reasoning and only the closing tag arrives",
+    )
+    group.add_argument(
+        "--starts-in-reasoning-model",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="like --starts-in-reasoning, for one model only (repeatable)",
+    )
+    group.add_argument(
+        "--reasoning-history",
+        choices=["auto", "field", "tags", "drop"],
+        default="auto",
+        help="how earlier reasoning goes back upstream: as reasoning_content (field; auto), "
+        "as <think> text in content (tags), or not at all (drop)",
+    )
+    group.add_argument(
+        "--reasoning-scope",
+        choices=["current-turn", "all", "last"],
+        default="current-turn",
+        help="which assistant messages carry their reasoning back: those since the last user "
+        "message (default), all, or the last one",
+    )
+    group.add_argument(
+        "--include-state", action="store_true", help="send the run's state to the model as context"
+    )
+    group.add_argument(
+        "--upstream-api",
+        choices=["chat", "responses"],
+        default="chat",
+        help="the upstream's API: chat (/v1/chat/completions, default) or responses "
+        "(/v1/responses: reasoning summaries, encrypted reasoning carried across turns)",
+    )
+    group.add_argument(
+        "--responses-store",
+        action="store_true",
+        help="with --upstream-api responses: let the upstream store responses (default: "
+        "store false, stateless; the encrypted reasoning goes back with the history)",
+    )
+    group.add_argument(
+        "--upstream-stream",
+        choices=["on", "off"],
+        default="on",
+        help="ask the upstream to stream (default on); off for servers whose streaming breaks "
+        "with tools: whole answers go through the same translation",
+    )
+    group.add_argument(
+        "--no-usage",
+        action="store_true",
+        help="do not ask for stream_options.include_usage (for servers that reject it)",
+    )
+    group.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        help="seconds to connect upstream (default 10)",
+    )
+    group.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        help="seconds of upstream silence allowed before and between chunks (default 300)",
+    )
+    limits = parser.add_argument_group("reliability and security")
+    for flag, kind, default, text in _LIMIT_FLAGS:
+        limits.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
+    limits.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed to call the bridge cross-origin (repeatable; "
+        "CORS is closed by default; * allows any)",
+    )
+    limits.add_argument(
+        "--auth-token",
+        default=os.environ.get("AGUI_BRIDGE_AUTH_TOKEN"),
+        help="require Authorization: Bearer TOKEN on every request "
+        "(default: $AGUI_BRIDGE_AUTH_TOKEN; prefer the variable, a flag shows in `ps`)",
+    )
+
+
+_LIMIT_FLAGS: list[tuple[str, type, float, str]] = [
+    ("--retries", int, 2, "retries before the answer begins (connection errors, 429, 502-504)"),
+    (
+        "--retry-after-cap",
+        float,
+        10.0,
+        "longest Retry-After waited out, in seconds; longer fails at once, saying when",
+    ),
+    (
+        "--keepalive-interval",
+        float,
+        15.0,
+        "seconds of upstream silence before an SSE keep-alive comment is sent",
+    ),
+    ("--max-body-bytes", int, 16 * 1024 * 1024, "largest request body accepted, else HTTP 413"),
+    ("--max-messages", int, 5000, "most messages in one run's history, else HTTP 413"),
+    ("--max-line-bytes", int, 4 * 1024 * 1024, "longest upstream SSE line accepted"),
+    ("--max-concurrent-runs", int, 512, "runs served at once; more get HTTP 503 + Retry-After"),
+    (
+        "--shutdown-grace",
+        float,
+        10.0,
+        "on SIGTERM, seconds running runs get before they end with RUN_ERROR shutting_down",
+    ),
+]
