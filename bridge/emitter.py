@@ -109,7 +109,6 @@ class EventEmitter:
             message_id not in self._reasoning_ids
             or self._reasoning_ids[message_id] != self._reasoning_id
         ):
-            self._end_reasoning(out)
             self._start_reasoning(out, message_id)
         elif self._reasoning_id is None:
             self._start_reasoning(out)

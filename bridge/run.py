@@ -63,7 +63,7 @@ async def run_agent(
     try:
         # aclosing: a client that goes away cancels us here, and the upstream request is closed
         # at once instead of whenever the generator is collected.
-        async with aclosing(upstream.stream_chat(body, path)) as chunks:
+        async with aclosing(upstream.stream(body, path)) as chunks:
             async for chunk in chunks:
                 events = translator.feed(chunk)
                 if events:

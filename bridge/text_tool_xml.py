@@ -178,23 +178,27 @@ class TaggedParams:
     def _value(self, buf: str, out: list[Part]) -> bool:
         """Read the value in ``buf``: ``True`` once it ended (what followed left in ``_buf``)."""
         tags = self._tags
-        raw_start = ""
-        if not self._value_begun:
+        position, marker = self._value_close.find(buf)
+        if not self._streaming:  # typed: read whole, then converted
+            if not marker:
+                self._buf = buf
+                return False
+            value = buf[:position]
+            if tags.layout_newlines:
+                value = value.removeprefix("\n").removesuffix("\n")
+            typed = typed_json(value, self._schema, untyped_text=tags.untyped_text)
+            self._call.read(typed, out, raw=buf[: position + len(marker)])
+            self._buf = buf[position + len(marker) :]
+            return True
+        if not self._value_begun:  # text: streamed as it comes, after its layout newline
             if not buf:
                 return False
             self._value_begun = True
-            if tags.layout_newlines and buf[0] == "\n":
-                raw_start, buf = "\n", buf[1:]
-            if self._streaming:
-                self._call.read('"', out, raw=raw_start)
-                raw_start = ""
-        position, marker = self._value_close.find(buf)
+            layout = "\n" if tags.layout_newlines and buf[0] == "\n" else ""
+            self._call.read('"', out, raw=layout)
+            buf = buf[len(layout) :]
+            position, marker = self._value_close.find(buf)
         if not marker:
-            if not self._streaming:
-                self._buf = raw_start + buf if raw_start else buf
-                if raw_start:
-                    self._value_begun = False
-                return False
             keep = self._value_close.partial_length(buf)
             if tags.layout_newlines and buf[: len(buf) - keep].endswith("\n"):
                 keep += 1  # perhaps the layout newline before the closing tag
@@ -204,15 +208,10 @@ class TaggedParams:
             self._buf = buf[len(sure) :]
             return False
         value = buf[:position]
-        layout = ""
-        if tags.layout_newlines and value.endswith("\n"):
-            value, layout = value[:-1], "\n"
-        raw = raw_start + value + layout + marker
-        if self._streaming:
-            self._call.read(json.dumps(value, ensure_ascii=False)[1:-1] + '"', out, raw=raw)
-        else:
-            typed = typed_json(value, self._schema, untyped_text=tags.untyped_text)
-            self._call.read(typed, out, raw=raw)
+        if tags.layout_newlines:
+            value = value.removesuffix("\n")
+        raw = buf[: position + len(marker)]
+        self._call.read(json.dumps(value, ensure_ascii=False)[1:-1] + '"', out, raw=raw)
         self._buf = buf[position + len(marker) :]
         return True
 

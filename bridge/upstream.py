@@ -68,7 +68,7 @@ class UpstreamClient:
         default_port = 443 if self._origin.scheme == "https" else 80
         return f"{self._origin.host}:{self._origin.port or default_port}"
 
-    async def stream_chat(
+    async def stream(
         self, body: dict[str, Any], path: str = "/chat/completions"
     ) -> AsyncGenerator[dict[str, Any] | str, None]:
         """POST a chat completion (or, with ``path="/responses"``, a Responses API request) and
