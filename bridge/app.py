@@ -39,6 +39,8 @@ from starlette.types import Receive, Scope, Send
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.encode import encode_event
 from bridge.errors import InvalidRunInputError
+from bridge.frames import FrameWriter
+from bridge.redact import Redactor, install_log_redaction
 from bridge.request import build_chat_request, build_responses_request, served_models
 from bridge.run import run_agent
 from bridge.stream import EventStreamResponse
@@ -62,6 +64,9 @@ class Bridge:
         self.active_runs = 0
         self.shutting_down = False
         self._stop_runs = anyio.Event()
+        # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
+        self.redactor = Redactor((config.api_key, config.auth_token))
+        install_log_redaction(self.redactor)
 
     @property
     def upstream(self) -> UpstreamClient:
@@ -101,7 +106,7 @@ class Bridge:
             headers = {"Retry-After": "1"} if exc.status == 503 else None
             if exc.status == 401:
                 headers = {"WWW-Authenticate": "Bearer"}
-            return error_response(exc.status, exc.code, exc.message, headers=headers)
+            return self.error_response(exc.status, exc.code, exc.message, headers=headers)
         self.active_runs += 1
         return EventStreamResponse(
             self._frames(run_input, body),
@@ -123,11 +128,12 @@ class Bridge:
         self, run_input: RunAgentInput, body: dict[str, Any]
     ) -> AsyncGenerator[str, None]:
         options = self.config.translate_for(body["model"])
+        writer = FrameWriter(self.redactor)
         try:
             run = run_agent(run_input, body, self.upstream, options, api=self.config.upstream_api)
             async with aclosing(run) as batches:
                 async for batch in batches:
-                    yield "".join(encode_event(event) for event in batch)
+                    yield writer.frames(batch)
         finally:
             self.active_runs -= 1
 
@@ -154,7 +160,7 @@ class Bridge:
         try:
             self._authorize(request)
         except InvalidRunInputError as exc:
-            return error_response(exc.status, exc.code, exc.message)
+            return self.error_response(exc.status, exc.code, exc.message)
         props = await self.upstream.llama_cpp_props()
         custom: dict[str, Any] = {
             "models": served_models(self.config, await self._upstream_models()),
@@ -178,7 +184,21 @@ class Bridge:
             multimodal=MultimodalCapabilities(input=MultimodalInputCapabilities(image=True)),
             custom=custom,
         )
-        return JSONResponse(capabilities.model_dump(by_alias=True, mode="json"))
+        return self.json_response(capabilities.model_dump(by_alias=True, mode="json"))
+
+    def json_response(
+        self, content: Any, *, status_code: int = 200, headers: dict[str, str] | None = None
+    ) -> Response:
+        """A JSON answer, redacted of the configured secrets."""
+        body = self.redactor.redact(json.dumps(content, ensure_ascii=False, separators=(",", ":")))
+        return Response(body, status_code, headers, media_type="application/json")
+
+    def error_response(
+        self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None
+    ) -> Response:
+        return self.json_response(
+            {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+        )
 
 
 def create_app(
@@ -241,14 +261,6 @@ class _AtRoot:
 _SHUTDOWN_FRAME = encode_event(
     RunErrorEvent(message="the bridge is shutting down; try again", code="shutting_down")
 )
-
-
-def error_response(
-    status: int, code: str, message: str, *, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
-    )
 
 
 async def _read_run_input(request: Request, config: BridgeConfig) -> RunAgentInput:

@@ -4,10 +4,13 @@ Pure and incremental: ``feed(text)`` returns what can be decided now, ``close()`
 was held back. Only a suffix that could still become a tag is held (at most one tag's length),
 so text streams live and nothing is rescanned.
 
-Whitespace follows llama.cpp's own reasoning parser, so a model looks the same whether the
-server or the bridge splits it: the whitespace right after an opening tag and right after a
-closing tag is dropped; the whitespace before a closing tag is kept (see
-``shared/fixtures/llamacpp/README.md``, points 2 and 3).
+Whitespace follows llama.cpp's own reasoning parser (``common_chat_msg_parser``, which strips
+the reasoning it reads from tags), so a model looks the same whether the server or the bridge
+splits it: the whitespace at both edges of a reasoning section and right after a closing tag is
+dropped. Whitespace at the end of the reasoning read so far is held back, like a possible tag
+prefix, until the next text or the closing tag decides it, so that where the chunks were cut
+never changes the result. (An older llama.cpp build, recorded in
+``shared/fixtures/llamacpp/``, kept the newline before ``</think>`` in ``reasoning_content``.)
 """
 
 from __future__ import annotations
@@ -137,14 +140,20 @@ class ReasoningTagFilter:
             position, marker = markers.find(text)
             if not marker:
                 keep = markers.partial_length(text)
+                if self._reasoning_markers is not None:
+                    # Whitespace that a closing tag may follow is the tag's to decide.
+                    keep = len(text) - len(text[: len(text) - keep].rstrip())
                 if keep:
                     self._held = text[-keep:]
                     text = text[:-keep]
                 if text:
                     out.append(self._part(text))
                 return out
-            if position:
-                out.append(self._part(text[:position]))
+            before = text[:position]
+            if self._reasoning_markers is not None:
+                before = before.rstrip()  # the reasoning ends here: its edge is not reasoning
+            if before:
+                out.append(self._part(before))
             self._switch(marker)
             text = text[position + len(marker) :]
         return out

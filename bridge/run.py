@@ -81,6 +81,7 @@ async def run_agent(
         error = None  # cut after the answer was complete: only the usage chunk can be missing
     error = error or outcome.error
     if error is not None:
+        logger.warning("run %s ended with %s: %s", run_input.run_id, error.code, error.message)
         tail.append(RunErrorEvent(message=error.message, code=error.code))
     else:
         tail.append(_finished(run_input, outcome))

@@ -19,8 +19,15 @@ from bridge.translate import DONE
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def chunk_from_sse(event: ServerSentEvent) -> dict[str, Any] | str | None:
-    """The chunk an SSE event carries: a JSON object, ``DONE``, or ``None`` for an empty event."""
+def chunk_from_sse(
+    event: ServerSentEvent, *, wrap_error_events: bool = True
+) -> dict[str, Any] | str | None:
+    """The chunk an SSE event carries: a JSON object, ``DONE``, or ``None`` for an empty event.
+
+    ``wrap_error_events``: an ``event: error`` frame of a Chat Completions stream (some proxies
+    send one) carries its error bare; it becomes a ``{"error": …}`` chunk. The Responses API's
+    ``event: error`` frames are typed events of their own (``{"type": "error", …}``): pass
+    ``False`` for them."""
     data = event.data
     if not data.strip():
         return None
@@ -39,7 +46,7 @@ def chunk_from_sse(event: ServerSentEvent) -> dict[str, Any] | str | None:
         raise UpstreamProtocolError("the upstream sent a chunk that is not a JSON object")
     if lone_surrogates:
         chunk = dict(without_lone_surrogates(chunk))
-    if event.event == "error" and "error" not in chunk:
+    if wrap_error_events and event.event == "error" and "error" not in chunk:
         chunk = {"error": chunk}  # `event: error` frames (some proxies) carry the error bare
     return chunk
 

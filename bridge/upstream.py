@@ -83,8 +83,9 @@ class UpstreamClient:
             content_type = response.headers.get("content-type", "")
             if "text/event-stream" in content_type:
                 response.stream = _LineLimit(response.stream, self._config.max_line_bytes)
+                chat = path == "/chat/completions"
                 async for event in EventSource(response).aiter_sse():
-                    item = chunk_from_sse(event)
+                    item = chunk_from_sse(event, wrap_error_events=chat)
                     if item is not None:
                         yield item
             elif "json" in content_type:

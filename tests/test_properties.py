@@ -26,7 +26,7 @@ from bridge import DONE, KNOWN_REASONING_TAGS, ReasoningTagFilter, TranslateOpti
 from bridge.parts import Reasoning, Text
 from bridge.reasoning_tags import DEFAULT_REASONING_TAGS, TagPair
 from bridge.sse import chunk_from_sse
-from helpers import Result, chunk, run
+from helpers import Result, chunk, run, text_chunks
 
 S = TypeVar("S", bound=Sequence[Any])
 Segment = tuple[str, str]
@@ -83,7 +83,8 @@ def reference_split(
     """The filter's documented semantics, computed on the whole text at once.
 
     In text an opening tag enters reasoning, which only its own closing tag ends; a closing
-    tag in text is a dropped marker; whitespace after any tag is dropped. With
+    tag in text is a dropped marker; whitespace after any tag, and before the tag that ends
+    reasoning, is dropped. With
     ``starts_in_reasoning`` the text starts in reasoning (any closing tag ends it), leading
     whitespace dropped. ``final=False`` leaves out the end that could still become a tag:
     exactly what a live filter must be holding back.
@@ -101,7 +102,8 @@ def reference_split(
         if not hits:
             break
         position, _, tag = min(hits)
-        segments.append((kind, text[:position]))
+        before = text[:position]
+        segments.append((kind, before if ending is None else before.rstrip()))
         ending = [close_of[tag]] if ending is None and tag in close_of else None
         text = text[position + len(tag) :].lstrip()
     if not final:
@@ -114,6 +116,8 @@ def reference_split(
             0,
         )
         text = text[: len(text) - held]
+        if ending is not None:  # whitespace a closing tag may yet follow
+            text = text.rstrip()
     segments.append((kind, text))
     return merged(segments)
 
@@ -164,7 +168,8 @@ def test_tag_filter_matches_the_reference_at_any_split(
 def test_tag_filter_holds_back_only_a_partial_tag(
     text: str, pairs: list[TagPair] | None, starts_in_reasoning: bool, data: st.DataObject
 ) -> None:
-    """After every feed, all is out but the longest end that could still become a tag."""
+    """After every feed, all is out but the longest end that could still become a tag (and,
+    in reasoning, the whitespace before it, which a closing tag would drop)."""
     pieces = data.draw(split(text), label="pieces")
     active_pairs = pairs or DEFAULT_REASONING_TAGS
     longest = max(len(tag) for pair in active_pairs for tag in pair)
@@ -179,8 +184,8 @@ def test_tag_filter_holds_back_only_a_partial_tag(
         )
         assert _segments(parts) == live
         whole = reference_split(fed, active_pairs, starts_in_reasoning=starts_in_reasoning)
-        held = sum(len(t) for _, t in whole) - sum(len(t) for _, t in live)
-        assert 0 <= held < longest
+        held = "".join(t for _, t in whole)[len("".join(t for _, t in live)) :]
+        assert len(held.lstrip()) < longest
     parts += tag_filter.close()
     assert _segments(parts) == reference_split(
         text, active_pairs, starts_in_reasoning=starts_in_reasoning
@@ -216,6 +221,43 @@ def test_tag_filter_passes_text_without_tag_characters_at_once(
     assert tag_filter.close() == []
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    reasoning=st.lists(st.sampled_from(["First,", " list", "é", "🙂", "<", "[", "/"]), min_size=1)
+    .map("".join)
+    .map(str.lstrip),
+    whitespace=st.sampled_from([" ", "\n", "\n\n", " \n\t ", "\u2028"]),
+    after=st.sampled_from(["", "\n", "\n\n"]),
+    pair=st.sampled_from(_KNOWN_PAIRS),
+    implicit=st.booleans(),
+    data=st.data(),
+)
+def test_whitespace_before_a_closing_tag_at_any_split(
+    reasoning: str,
+    whitespace: str,
+    after: str,
+    pair: TagPair,
+    implicit: bool,
+    data: st.DataObject,
+) -> None:
+    """Issue 12: reasoning whitespace followed by a closing tag cut anywhere (inside the
+    whitespace, inside the tag) gives what the unsplit stream gives, through the translator."""
+    open_tag, close_tag = pair
+    head = "" if implicit else open_tag + "\n"
+    body = f"{head}{reasoning}{whitespace}{close_tag}{after}2, 3, 5, 7"
+    edge = len(head) + len(reasoning)
+    # At least one cut in the whitespace or the closing tag, the rest anywhere.
+    inside = data.draw(st.integers(edge, edge + len(whitespace) + len(close_tag)), label="inside")
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=6), label="cuts")
+    pieces = _cut(body, {inside, *cuts})
+    options = TranslateOptions(reasoning_tags=[pair], starts_in_reasoning=implicit)
+    whole = run(text_chunks(body), options)
+    split_up = run(text_chunks(*pieces), options)
+    assert (split_up.reasoning, split_up.text) == (whole.reasoning, whole.text)
+    assert whole.reasoning == reasoning.rstrip()
+    assert whole.text == "2, 3, 5, 7"
+
+
 # -- the whole translator on generated streams --------------------------------------------------
 
 _WORDS = [
@@ -223,7 +265,7 @@ _WORDS = [
     "<", "</", "<th", "think>", "[THINK]", " ", "\n", "\t",
 ]  # fmt: skip
 # Reasoning and answer texts: never starting with whitespace (so no stripping applies) and
-# never holding the tags themselves.
+# never holding the tags themselves. (Reasoning read from tags loses its trailing whitespace.)
 _WORDS_TEXT = st.lists(st.sampled_from(_WORDS), max_size=12).map("".join)
 _PROSE = _WORDS_TEXT.map(str.lstrip).filter(
     lambda text: "<think>" not in text and "</think>" not in text
@@ -311,6 +353,8 @@ def chat_streams(draw: st.DrawFn) -> Stream:
     for group in draw(split(tool_deltas, empty_pieces=False)):
         deltas.append({"tool_calls": group})
 
+    if dialect in ("tags", "implicit-open-tag"):
+        reasoning = reasoning.rstrip()  # the edge before the closing tag, as llama.cpp strips it
     finish_reason = "tool_calls" if calls else "stop"
     chunks: list[Any] = [chunk(**delta) for delta in deltas]
     chunks.append(chunk(finish=finish_reason))

@@ -97,7 +97,7 @@ def test_every_shipped_tag_pair(name: str, pair: tuple[str, str]) -> None:
     options = TranslateOptions(reasoning_tags=[name])
     body = f"{open_tag}\nweighing it\n{close_tag}\n\nThe answer."
     result = run(text_chunks(*body), options)  # one character per chunk
-    assert result.reasoning == "weighing it\n"
+    assert result.reasoning == "weighing it"
     assert result.text == "The answer."
 
 
@@ -141,7 +141,7 @@ def test_a_lone_lt_is_text() -> None:
 def test_starts_in_reasoning() -> None:
     options = TranslateOptions(starts_in_reasoning=True)
     result = run(text_chunks("\nI should greet.", "\n</th", "ink>\n\nHello!"), options)
-    assert result.reasoning == "I should greet.\n"
+    assert result.reasoning == "I should greet."
     assert result.text == "Hello!"
 
 
@@ -212,9 +212,49 @@ def test_field_is_sticky_so_tags_never_leak_later() -> None:
 
 
 def test_whitespace_matches_llamacpp_parser() -> None:
+    # llama.cpp's parser strips the reasoning it reads from tags at both edges.
     result = run(text_chunks("<think>\n\nidea\n</think>\n\n", "Answer\n"))
-    assert result.reasoning == "idea\n"
+    assert result.reasoning == "idea"
     assert result.text == "Answer\n"
+
+
+PRIMES = ["<th", "ink>\nFirst, list", " the primes.", "\n</thi", "nk>\n\n", "2, 3, 5, 7"]
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        pytest.param(PRIMES, id="close-tag-split"),
+        pytest.param(["".join(PRIMES)], id="one-chunk"),
+        pytest.param(
+            ["<think>\nFirst, list the primes.", "\n</think>\n\n2, 3, 5, 7"], id="tag-whole"
+        ),
+        pytest.param(list("".join(PRIMES)), id="every-character"),
+    ],
+)
+def test_reasoning_does_not_depend_on_where_the_close_tag_was_cut(pieces: list[str]) -> None:
+    # Issue 12: the newline before a split "</thi" "nk>" was emitted before the tag decided it.
+    result = run(text_chunks(*pieces))
+    assert (result.reasoning, result.text) == ("First, list the primes.", "2, 3, 5, 7")
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["First, list the primes.", "\n</thi", "nk>\n\n2, 3, 5, 7"],
+        ["First, list the primes.\n</think>\n\n2, 3, 5, 7"],
+    ],
+)
+def test_starts_in_reasoning_close_tag_cut_anywhere(pieces: list[str]) -> None:
+    result = run(text_chunks(*pieces), TranslateOptions(starts_in_reasoning=True))
+    assert (result.reasoning, result.text) == ("First, list the primes.", "2, 3, 5, 7")
+
+
+def test_whitespace_held_for_a_close_tag_is_released_when_text_follows() -> None:
+    # Held back only until decided: more reasoning keeps it, the end of the stream releases it.
+    assert run(text_chunks("<think>a\n", "\nb</think>x")).reasoning == "a\n\nb"
+    cut = run(text_chunks("<think>still thinking \n", finish="length"))
+    assert cut.reasoning == "still thinking \n"
 
 
 def test_reasoning_resumes_after_text_in_a_new_message() -> None:

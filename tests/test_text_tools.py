@@ -76,7 +76,7 @@ CASES = [
         f"<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{CALL_A}\n</tool_call>",
         "",
         [("get_weather", '{"city": "Paris"}')],
-        reasoning="The user wants weather.\n",
+        reasoning="The user wants weather.",
     ),
     Case(
         "text-around",
