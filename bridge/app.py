@@ -39,7 +39,7 @@ from starlette.types import Receive, Scope, Send
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.encode import encode_event
 from bridge.errors import InvalidRunInputError
-from bridge.frames import FrameWriter
+from bridge.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
 from bridge.redact import Redactor, install_log_redaction
 from bridge.request import build_chat_request, build_responses_request, served_models
 from bridge.run import run_agent
@@ -128,7 +128,8 @@ class Bridge:
         self, run_input: RunAgentInput, body: dict[str, Any]
     ) -> AsyncGenerator[str, None]:
         options = self.config.translate_for(body["model"])
-        writer = FrameWriter(self.redactor)
+        protocol = client_protocol(run_input.protocol_version, self.config.agui_protocol)
+        writer = FrameWriter(self.redactor, protocol)
         try:
             run = run_agent(run_input, body, self.upstream, options, api=self.config.upstream_api)
             async with aclosing(run) as batches:
@@ -166,6 +167,10 @@ class Bridge:
             "models": served_models(self.config, await self._upstream_models()),
             "reasoningHistory": self.config.reasoning_history,
             "reasoningScope": self.config.reasoning_scope,
+            # The AG-UI client lines served: each run's events are shaped for the line its
+            # client announces (protocolVersion), unless pinned.
+            "aguiProtocols": list(CLIENT_PROTOCOLS),
+            "aguiProtocol": self.config.agui_protocol,
         }
         if props is not None:
             caps = props.get("chat_template_caps")

@@ -157,6 +157,7 @@ def _config(
         max_concurrent_runs=args.max_concurrent_runs,
         cors_origins=tuple(args.cors_origin),
         auth_token=args.auth_token or None,
+        agui_protocol=args.agui_protocol,
     )
 
 

@@ -97,6 +97,14 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         default=300.0,
         help="seconds of upstream silence allowed before and between chunks (default 300)",
     )
+    group.add_argument(
+        "--agui-protocol",
+        choices=["auto", "1.0", "0.0"],
+        default="auto",
+        help="the AG-UI client line the events are shaped for: auto (default) reads each "
+        "run's protocolVersion (@ag-ui/client 1.x sends 1.0; 0.0.x clients such as "
+        "CopilotKit 1.74's send none); 1.0 or 0.0 pins it",
+    )
     limits = parser.add_argument_group("reliability and security")
     for flag, kind, default, text in _LIMIT_FLAGS:
         limits.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")

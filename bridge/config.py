@@ -18,6 +18,7 @@ ANY_UPSTREAM_MODEL = "*"
 ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
 ReasoningScopePolicy = Literal["current-turn", "all", "last"]
 UpstreamApi = Literal["chat", "responses"]
+AguiProtocolSetting = Literal["auto", "1.0", "0.0"]
 
 #: Request parameters a client may set through ``forwardedProps`` (``model`` is checked apart,
 #: against the configured models). Everything else a client sends there is ignored.
@@ -134,6 +135,11 @@ class BridgeConfig:
     auth_token: str | None = field(default=None, repr=False)
     """If set, every request must carry ``Authorization: Bearer <token>``."""
 
+    agui_protocol: AguiProtocolSetting = "auto"
+    """The AG-UI line the events are shaped for: ``auto`` reads each run's ``protocolVersion``
+    (``@ag-ui/client`` 1.x sends ``"1.0"``; the 0.0.x clients, CopilotKit's among them, send
+    none); ``1.0`` or ``0.0`` pins it for clients that announce nothing useful."""
+
     def __post_init__(self) -> None:
         url = urlsplit(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.netloc:
@@ -155,6 +161,8 @@ class BridgeConfig:
             )
         if self.upstream_api not in ("chat", "responses"):
             raise ValueError(f"upstream_api must be chat or responses, not {self.upstream_api!r}")
+        if self.agui_protocol not in ("auto", "1.0", "0.0"):
+            raise ValueError(f"agui_protocol must be auto, 1.0 or 0.0, not {self.agui_protocol!r}")
         if self.reasoning_scope not in ("current-turn", "all", "last"):
             raise ValueError(
                 f"reasoning_scope must be current-turn, all or last, not {self.reasoning_scope!r}"

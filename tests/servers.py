@@ -85,8 +85,10 @@ def scripted_stack(*, pace: float = 0.0, **overrides: Any) -> Iterator[Stack]:
 
 
 def run_input(messages: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
-    """A RunAgentInput body as a frontend sends it (one user "Hi" unless messages are given)."""
+    """A RunAgentInput body as ``@ag-ui/client`` 1.0 sends it (one user "Hi" unless messages are
+    given); ``protocolVersion=None`` leaves the version out, as the 0.0.x clients do."""
     body: dict[str, Any] = {
+        "protocolVersion": "1.0",
         "threadId": "thread-1",
         "runId": f"run-{time.monotonic_ns()}",
         "messages": messages or [{"id": "u", "role": "user", "content": "Hi"}],
@@ -96,7 +98,7 @@ def run_input(messages: list[dict[str, Any]] | None = None, **extra: Any) -> dic
         "forwardedProps": {},
     }
     body.update(extra)
-    return body
+    return {key: value for key, value in body.items() if value is not None}
 
 
 def post(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,12 +1,16 @@
-"""The official AG-UI client (``@ag-ui/client`` in Node) runs every scripted model through the bridge.
+"""The official AG-UI client (``@ag-ui/client`` in Node), every line still in use, runs every
+scripted model through the bridge.
 
 ``tests/node/client.test.mjs`` does the runs and the client-side checks; this test starts the
-servers, runs it, and checks what reached the upstream. Node is required, not optional: ``make
-test`` must prove the real client accepts our streams.
+servers, runs it once per client line, and checks what reached the upstream. The lines are the
+``ag-ui-client-<version>`` aliases in ``tests/node/package.json`` (1.0.0; 0.0.59, which CopilotKit
+1.74 / runtime 1.75 pin; 0.0.52): a new line is one dependency there. Node is required, not
+optional: ``make test`` must prove the real clients accept our streams.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -26,9 +30,25 @@ NODE_TEST = "client.test.mjs"
 PLAIN_MODEL = "scripted-plain"
 #: Runs per model in client.test.mjs: tool calls, the answer from their results, a greeting.
 RUNS_PER_MODEL = 3
+_ALIAS = "ag-ui-client-"
+#: The client lines the matrix runs: every ``ag-ui-client-<version>`` in package.json.
+CLIENT_LINES = sorted(
+    (
+        name.removeprefix(_ALIAS)
+        for name in json.loads((NODE_DIR / "package.json").read_text())["dependencies"]
+        if name.startswith(_ALIAS)
+    ),
+    key=lambda version: tuple(int(part) for part in version.split(".")),
+    reverse=True,
+)
 
 
-def test_official_client_accepts_every_scripted_model() -> None:
+def test_the_matrix_has_every_line_in_use() -> None:
+    assert {"1.0.0", "0.0.59", "0.0.52"} <= set(CLIENT_LINES)
+
+
+@pytest.mark.parametrize("client", CLIENT_LINES)
+def test_official_client_accepts_every_scripted_model(client: str) -> None:
     node = _require("node")
     _require_node_modules()
     with scripted_stack() as stack:
@@ -36,6 +56,7 @@ def test_official_client_accepts_every_scripted_model() -> None:
             **os.environ,
             "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
             "AGUI_MODELS": ",".join(SCRIPTED_MODELS),
+            "AGUI_CLIENT": client,
         }
         output = _run(
             [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
@@ -58,7 +79,8 @@ def test_official_client_accepts_every_scripted_model() -> None:
 RESPONSES_MODELS = ("scripted-reasoning-content", "scripted-reasoning", PLAIN_MODEL)
 
 
-def test_official_client_over_the_responses_api() -> None:
+@pytest.mark.parametrize("client", CLIENT_LINES)
+def test_official_client_over_the_responses_api(client: str) -> None:
     """Two-run tool round trips through a Responses API upstream: the client keeps the encrypted
     reasoning on its reasoning message, and run 2 hands it to the upstream as a reasoning item."""
     node = _require("node")
@@ -69,6 +91,7 @@ def test_official_client_over_the_responses_api() -> None:
             "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
             "AGUI_MODELS": ",".join(RESPONSES_MODELS),
             "AGUI_API": "responses",
+            "AGUI_CLIENT": client,
         }
         output = _run(
             [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
@@ -131,8 +154,8 @@ def _check_tool_loop_requests(model: str, requests: list[dict[str, Any]]) -> Non
         assert "reasoning_content" not in assistant
     else:
         # The client sent its reasoning message back, and the bridge attached it to the turn's
-        # assistant message: what the scripted model reasoned in run 1. Tag dialects keep the
-        # newline before ``</think>``, as llama.cpp's own parser does (reasoning_tags.py).
+        # assistant message: what the scripted model reasoned in run 1 (field dialects keep a
+        # newline before the answer that tag dialects strip, as llama.cpp's parser does).
         reasoned = "".join(write_script(first).reasoning)
         sent = assistant.get("reasoning_content") or ""
         assert sent.rstrip("\n") == reasoned, f"{model}: run 1's reasoning was not sent back"
@@ -143,7 +166,7 @@ def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _require_node_modules() -> None:
-    if (NODE_DIR / "node_modules" / "@ag-ui" / "client" / "package.json").is_file():
+    if all((NODE_DIR / "node_modules" / f"{_ALIAS}{line}").is_dir() for line in CLIENT_LINES):
         return
     npm = _require("npm")
     _run([npm, "ci", "--no-audit", "--no-fund"], env=None, timeout=300, what="npm ci")

@@ -6,6 +6,9 @@
 //   AGUI_API         "responses" when the bridge's upstream is a Responses API: the reasoning
 //                    then comes as one message per summary part, and one of them carries the
 //                    encrypted reasoning, which the client must keep and send back
+//   AGUI_CLIENT      the client line to run, e.g. 1.0.0, 0.0.59 (CopilotKit 1.74 / runtime
+//                    1.75), 0.0.52: the package ag-ui-client-<version> (an npm alias of
+//                    @ag-ui/client@<version> in package.json); default 1.0.0
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -17,8 +20,13 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, test } from "node:test";
 
-import { HttpAgent } from "@ag-ui/client";
 import { EventType } from "@ag-ui/core";
+
+const CLIENT = process.env.AGUI_CLIENT ?? "1.0.0";
+const { HttpAgent } = await import(`ag-ui-client-${CLIENT}`);
+// 1.0 announces its protocol in RunAgentInput and reads RUN_FINISHED.outcome's pending calls;
+// the 0.0.x lines send no protocolVersion, and the bridge must send them no 1.0-only field.
+const SPEAKS_1_0 = Number(CLIENT.split(".")[0]) >= 1;
 
 // In "test" the client freezes what it hands subscribers and rethrows their TypeErrors
 // instead of logging them, so a broken subscriber cannot pass unnoticed.
@@ -70,34 +78,38 @@ function toolResult(call) {
 
 /**
  * An agent that keeps, per run, the request body it sent (`agent.sentBodies`) and the SSE text it
- * received (`agent.wires`), both as they went over the wire.
+ * received (`agent.wires`), both as they went over the wire. Recorded by wrapping the global
+ * `fetch`: the 0.0.52 client takes no `fetch` option.
  */
 function newAgent(prompt) {
-  const sentBodies = [];
-  const wires = [];
   const agent = new HttpAgent({
     url: BRIDGE_URL,
     threadId: randomUUID(),
     initialMessages: [{ id: randomUUID(), role: "user", content: prompt }],
-    fetch: async (url, init) => {
-      sentBodies.push(JSON.parse(init.body));
-      const response = await fetch(url, init);
-      const wire = { text: "" };
-      wires.push(wire);
-      if (!response.body) return response;
-      const decoder = new TextDecoder();
-      const recorder = new TransformStream({
-        transform(chunk, controller) {
-          wire.text += decoder.decode(chunk, { stream: true });
-          controller.enqueue(chunk);
-        },
-      });
-      const { status, statusText, headers } = response;
-      return new Response(response.body.pipeThrough(recorder), { status, statusText, headers });
+  });
+  return Object.assign(agent, { sentBodies: [], wires: [] });
+}
+
+const realFetch = globalThis.fetch;
+let recording = null; // the agent whose run is under way (runs go one at a time)
+globalThis.fetch = async (url, init) => {
+  const agent = recording;
+  if (!agent || String(url) !== BRIDGE_URL) return realFetch(url, init);
+  agent.sentBodies.push(JSON.parse(init.body));
+  const response = await realFetch(url, init);
+  const wire = { text: "" };
+  agent.wires.push(wire);
+  if (!response.body) return response;
+  const decoder = new TextDecoder();
+  const recorder = new TransformStream({
+    transform(chunk, controller) {
+      wire.text += decoder.decode(chunk, { stream: true });
+      controller.enqueue(chunk);
     },
   });
-  return Object.assign(agent, { sentBodies, wires });
-}
+  const { status, statusText, headers } = response;
+  return new Response(response.body.pipeThrough(recorder), { status, statusText, headers });
+};
 
 /** The event types in received SSE text: what the server sent, before the client judged it. */
 function wireTypes(text) {
@@ -164,6 +176,7 @@ async function run(agent, params) {
     }, RUN_TIMEOUT_MS);
   });
   let captured;
+  recording = agent;
   try {
     captured = await captureConsole(() =>
       Promise.race([agent.runAgent({ ...params, abortController }, subscriber), timeout]),
@@ -173,14 +186,40 @@ async function run(agent, params) {
     throw new Error(`${reason}\nevents on the wire: ${wire()}`, { cause: error });
   } finally {
     clearTimeout(timer);
+    recording = null;
   }
   assert.deepEqual(captured.logged, [], `the client complained; events on the wire: ${wire()}`);
   assert.deepEqual(seen.failures, [], "onRunFailed was called");
   const errors = seen.runErrors.map((event) => `${event.code ?? "(no code)"}: ${event.message}`);
   assert.deepEqual(errors, [], `the run ended with RUN_ERROR; events on the wire: ${wire()}`);
   assert.equal(seen.finished.length, 1, `expected one RUN_FINISHED; events on the wire: ${wire()}`);
-  assert.equal(seen.finished[0].outcome, "success");
+  // 0.0.52 hands subscribers no outcome at all; 0.0.59 and 1.0 say "success".
+  assert.ok([undefined, "success"].includes(seen.finished[0].outcome));
+  assertProtocol(agent);
   return { ...seen, result: captured.value, types: seen.events.map((event) => event.type) };
+}
+
+/** The run's request announced the client's line, and the answer was shaped for it. */
+function assertProtocol(agent) {
+  const sent = agent.sentBodies.at(-1);
+  const frames = wireFrames(agent.wires.at(-1)?.text ?? "");
+  const started = frames.find((frame) => frame.type === EventType.RUN_STARTED);
+  const finished = frames.find((frame) => frame.type === EventType.RUN_FINISHED);
+  if (SPEAKS_1_0) {
+    assert.equal(sent.protocolVersion, "1.0", "the 1.0 client announces its protocol");
+    assert.equal(started.protocolVersion, "1.0");
+  } else {
+    assert.equal(sent.protocolVersion, undefined, `client ${CLIENT} announces no protocol`);
+    assert.equal(started.protocolVersion, undefined, "no 1.0 field for a 0.0.x client");
+    assert.equal(finished.outcome, undefined, "no 1.0 outcome for a 0.0.x client");
+  }
+}
+
+function wireFrames(text) {
+  return text
+    .split("\n")
+    .filter((line) => line.startsWith("data:"))
+    .map((line) => JSON.parse(line.slice(5)));
 }
 
 function eventsOf(seen, type) {
@@ -197,7 +236,7 @@ function assertReasoning(seen, model) {
 }
 
 for (const model of MODELS) {
-  describe(model, () => {
+  describe(`${model} (@ag-ui/client ${CLIENT})`, () => {
     test("tool calls, then the answer from their results", async () => {
       const agent = newAgent(TOOLS_PROMPT);
       const params = { tools: TOOLS, forwardedProps: { model } };
@@ -224,11 +263,13 @@ for (const model of MODELS) {
           `arguments of ${call.function.name} are not JSON: ${call.function.arguments}`,
         );
       }
-      assert.deepEqual(
-        first.finished[0].pendingToolCallIds,
-        calls.map((call) => call.id),
-        "RUN_FINISHED names every call as pending",
-      );
+      if (SPEAKS_1_0) {
+        assert.deepEqual(
+          first.finished[0].pendingToolCallIds,
+          calls.map((call) => call.id),
+          "RUN_FINISHED names every call as pending",
+        );
+      }
       const reasoningAt = agent.messages.findIndex((message) => message.role === "reasoning");
       if (model === PLAIN_MODEL) {
         assert.equal(reasoningAt, -1);
@@ -257,7 +298,7 @@ for (const model of MODELS) {
       const second = await run(agent, params);
       assertReasoning(second, model);
       assert.deepEqual(eventsOf(second, EventType.TOOL_CALL_START), [], "no further tool calls");
-      assert.deepEqual(second.finished[0].pendingToolCallIds, []);
+      if (SPEAKS_1_0) assert.deepEqual(second.finished[0].pendingToolCallIds, []);
       const answer = second.result.newMessages.find((message) => message.role === "assistant");
       assert.ok(answer, `no assistant message in run 2; events: ${second.types}`);
       for (const result of results) {
