@@ -1,9 +1,12 @@
 """Parts → AG-UI events: the only place that knows AG-UI event order and ids.
 
-Rules held here (``@ag-ui/client`` 1.0 verifier and reducer):
-- one assistant message id per turn: every text message of the turn and every tool call's
-  ``parentMessageId`` use it, so the client builds exactly one assistant message holding the
-  text and all the calls (what must go back upstream as one message next turn);
+Rules held here (``@ag-ui/client`` 1.0 and 0.0.x verifiers and reducers):
+- one assistant message id per stretch of the turn between reasoning blocks: the text and every
+  tool call's ``parentMessageId`` use it, so the client builds one assistant message holding the
+  text and the calls. When reasoning resumes after the assistant message showed something, what
+  follows goes into a fresh assistant message: the client keeps messages in the order they were
+  opened, so text appended to the earlier message would show above reasoning the model produced
+  before it (the history builder joins such messages back into one for the upstream);
 - each reasoning block is its own span and message (a new one when reasoning resumes);
 - a reasoning block is closed before text or tool calls that follow it; text is closed before
   reasoning; tool calls may stay open across text and each other (the client allows it), and
@@ -65,6 +68,7 @@ class EventEmitter:
     def __init__(self, *, new_id: IdFactory = random_id) -> None:
         self._new_id = new_id
         self._assistant_id: str | None = None
+        self._assistant_shown = False  # the assistant message holds text or calls already
         self._text_open = False
         self._pending_whitespace = ""
         self._reasoning_id: str | None = None
@@ -89,7 +93,7 @@ class EventEmitter:
                 return
             self._end_reasoning(out)
             out.append(TextMessageStartEvent(message_id=self.assistant_id, role="assistant"))
-            self._text_open = True
+            self._text_open = self._assistant_shown = True
             text, self._pending_whitespace = self._pending_whitespace + text, ""
         out.append(TextMessageContentEvent(message_id=self.assistant_id, delta=text))
 
@@ -132,6 +136,8 @@ class EventEmitter:
     def _start_reasoning(self, out: list[BaseEvent], upstream_id: str | None = None) -> str:
         self._end_text(out)
         self._end_reasoning(out)
+        if self._assistant_shown:  # what follows this reasoning goes into a new message
+            self._assistant_id, self._assistant_shown = None, False
         reasoning_id = self._new_id("rsn")
         if upstream_id is not None:
             # The upstream's id, so that it can go back with the reasoning (Responses API).
@@ -188,6 +194,7 @@ class EventEmitter:
             call_id = f"{call_id}_{len(self.tool_call_ids)}"
         self._end_reasoning(out)
         self._pending_whitespace = ""
+        self._assistant_shown = True
         call.id = call_id
         self.tool_call_ids.append(call_id)
         self._open_calls.append(call)

@@ -5,6 +5,9 @@ before the assistant message they belong to) are attached to the next assistant 
 back under a policy: as a field, as ``<think>`` text, or not at all. By default only the turn
 since the last user message carries them: interleaved-thinking models (DeepSeek, Kimi K2) need the
 reasoning of the tool loop in progress, while earlier turns' reasoning only costs context.
+Assistant messages with only reasoning between them are one upstream turn (the emitter starts a
+new message where reasoning resumed, for the client's display): they go back joined, as the model
+produced them.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ def to_openai_messages(
     pending: list[str] = []
     details: list[dict[str, Any]] = []  # OpenRouter's, when the reasoning was signed/encrypted
     signed = False
+    joinable = False  # the last message out is an assistant one, with only reasoning since
     for index, message in enumerate(messages):
         if isinstance(message, ReasoningMessage):
             if message.content:
@@ -97,7 +101,12 @@ def to_openai_messages(
             if signed and index in carriers and reasoning == "field":
                 assistant["reasoning_details"] = details
             pending, details, signed = [], [], False
-            out.append(assistant)
+            if joinable and not encrypted_reasoning:
+                _join_assistant(out[-1], assistant, reasoning_field)
+            else:
+                out.append(assistant)
+            joinable = True
+            continue
         elif isinstance(message, UserMessage):
             # Reasoning with no assistant message after it before the next user message
             # (a turn cut short) belongs to nothing.
@@ -111,6 +120,7 @@ def to_openai_messages(
             continue  # UI-only progress, never conversation content
         else:
             raise ValueError(f"unsupported message role {getattr(message, 'role', None)!r}")
+        joinable = joinable and isinstance(message, ReasoningMessage)
 
     extra = _context_messages(context, state)
     if extra:
@@ -207,6 +217,18 @@ def _assistant(
             for call in message.tool_calls
         ]
     return out
+
+
+def _join_assistant(into: dict[str, Any], later: dict[str, Any], field: str) -> None:
+    """Append a later stretch of the same turn to its assistant message: text as it came,
+    reasoning after a blank line, the calls after the calls."""
+    content = (into.get("content") or "") + (later.get("content") or "")
+    into["content"] = content or None if "tool_calls" in into or "tool_calls" in later else content
+    if later.get(field):
+        into[field] = "\n\n".join(filter(None, (into.get(field), later[field])))
+    for key in ("tool_calls", "reasoning_details"):
+        if later.get(key):
+            into[key] = [*into.get(key, []), *later[key]]
 
 
 def _user_content(content: str | Sequence[ContentPart]) -> str | list[dict[str, Any]]:

@@ -417,6 +417,41 @@ def test_several_reasoning_messages_are_joined() -> None:
     assert to_openai_messages(messages)[1]["reasoning_content"] == "First.\n\nSecond."
 
 
+def test_a_turn_split_where_reasoning_resumed_goes_back_as_one_message() -> None:
+    # What the client holds after "one" Text. "two" More.+call: the emitter opened a new
+    # assistant message where reasoning resumed; upstream it is one turn, as generated.
+    messages = msgs(
+        user("?"),
+        reasoning("one", id="r1"),
+        assistant("Text.", id="a1"),
+        reasoning("two", id="r2"),
+        assistant(" More.", ("c1", "get_time", "{}"), id="a2"),
+        tool("c1", "12:00"),
+    )
+    assert to_openai_messages(messages) == [
+        {"role": "user", "content": "?"},
+        {
+            "role": "assistant",
+            "content": "Text. More.",
+            "reasoning_content": "one\n\ntwo",
+            "tool_calls": [openai_call("c1", "get_time", "{}")],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "12:00"},
+    ]
+    tags = to_openai_messages(messages, reasoning="tags")[1]["content"]
+    assert tags == "<think>\none\n</think>\n\nText.<think>\ntwo\n</think>\n\n More."
+
+
+def test_assistant_messages_apart_are_not_joined() -> None:
+    messages = msgs(user("?"), assistant("A", id="a1"), user("!", id="u2"), assistant("B"))
+    assert [m["role"] for m in to_openai_messages(messages)] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+
+
 @pytest.mark.parametrize(
     "conversation",
     [

@@ -20,12 +20,27 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TokenUsage,
 )
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+from bridge.app import create_app
+from bridge.config import BridgeConfig
 from bridge.encode import encode_event
 from bridge.frames import PRE_1_0, FrameWriter, client_protocol
 from bridge.redact import Redactor
 from node_tools import require
-from servers import ASK_TOOLS, TOOLS, Stack, post, run_input, scripted_stack
+from servers import (
+    ASK_TOOLS,
+    TOOLS,
+    Stack,
+    messages_from,
+    post,
+    run_input,
+    scripted_stack,
+    serve,
+)
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 
@@ -147,3 +162,81 @@ def test_copilotkits_client_rejects_the_1_0_stream_it_is_spared() -> None:
         )
     assert done.returncode != 0
     assert "pendingToolCallIds" in done.stdout
+
+
+# -- the message and id rules CopilotKit relies on ----------------------------------------------
+
+
+def _chunk(**delta: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+#: A turn whose reasoning resumes after text, then a call (interleaved thinking).
+INTERLEAVED = [
+    _chunk(reasoning_content="First I look."),
+    _chunk(content="Let me check."),
+    _chunk(reasoning_content="Now the clock."),
+    _chunk(content=" Checking the time."),
+    _chunk(
+        tool_calls=[{"index": 0, "id": "c1", "function": {"name": "get_time", "arguments": "{}"}}]
+    ),
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+]
+
+
+@pytest.fixture(scope="module")
+def interleaved() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    seen: list[dict[str, Any]] = []
+
+    async def chat(request: Request) -> Response:
+        seen.append(await request.json())
+        chunks = INTERLEAVED if len(seen) == 1 else [_chunk(content="It is noon."), INTERLEAVED[-1]]
+        body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        return Response(body, media_type="text/event-stream")
+
+    upstream = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    with serve(upstream) as url:
+        config = BridgeConfig(upstream_url=f"{url}/v1", model="m", retries=0)
+        with serve(create_app(config)) as bridge:
+            yield bridge, seen
+
+
+def test_resumed_reasoning_shows_in_order_and_goes_back_as_one_turn(
+    interleaved: tuple[str, list[dict[str, Any]]],
+) -> None:
+    bridge, seen = interleaved
+    user = {"id": "u1", "role": "user", "content": "What time is it?"}
+    tools = [{"name": "get_time", "description": "now", "parameters": {"type": "object"}}]
+    first = post(f"{bridge}/", run_input([user], tools=tools))
+    held = messages_from(first)
+    # What the client shows, in the order the model produced it.
+    assert [(m["role"], m.get("content")) for m in held] == [
+        ("reasoning", "First I look."),
+        ("assistant", "Let me check."),
+        ("reasoning", "Now the clock."),
+        ("assistant", " Checking the time."),
+    ]
+    assert [c["id"] for c in held[3]["toolCalls"]] == ["c1"]
+    result = {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "12:00"}
+    second = post(f"{bridge}/", run_input([user, *held, result], tools=tools))
+    assistants = [m for m in seen[1]["messages"] if m["role"] == "assistant"]
+    assert assistants == [
+        {
+            "role": "assistant",
+            "content": "Let me check. Checking the time.",
+            "reasoning_content": "First I look.\n\nNow the clock.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_time", "arguments": "{}"},
+                }
+            ],
+        }
+    ]
+    # Fresh ids for every message of every run; the stream ends with its terminal event.
+    ids = {f.get("messageId") for f in first if "messageId" in f}
+    assert not ids & {f.get("messageId") for f in second if "messageId" in f}
+    assert second[-1]["type"] == "RUN_FINISHED" and "TOOL_CALL_RESULT" not in {
+        f["type"] for f in first + second
+    }

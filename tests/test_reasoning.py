@@ -8,7 +8,8 @@ import pytest
 
 from bridge import KNOWN_REASONING_TAGS, ReasoningTagFilter, TranslateOptions
 from bridge.parts import Reasoning, Text
-from helpers import chunk, run, text_chunks
+from helpers import chunk, run, text_chunks, tool_delta
+from servers import messages_from
 
 
 def _kinds(parts: list[Reasoning | Text]) -> list[tuple[str, str]]:
@@ -269,8 +270,47 @@ def test_reasoning_resumes_after_text_in_a_new_message() -> None:
     )
     assert result.reasoning_messages == ["one", "two"]
     assert result.text == "Text. More."
+    # The text after the second reasoning is a new message: the client keeps messages in the
+    # order they were opened, so " More." appended to the first would show above "two".
     starts = [f["messageId"] for f in result.wire if f["type"] == "TEXT_MESSAGE_START"]
-    assert len(starts) == 2 and len(set(starts)) == 1  # one assistant message for the turn
+    assert len(starts) == 2 and len(set(starts)) == 2
+    assert [m["role"] for m in messages_from(result.wire)] == [
+        "reasoning",
+        "assistant",
+        "reasoning",
+        "assistant",
+    ]
+
+
+def test_calls_after_resumed_reasoning_go_under_a_new_message() -> None:
+    result = run(
+        [
+            chunk(reasoning_content="one"),
+            tool_delta(0, id="a", name="get_time", args="{}"),
+            chunk(reasoning_content="two"),
+            chunk(content="Done."),
+            tool_delta(1, id="b", name="get_time", args="{}"),
+            chunk(finish="tool_calls"),
+        ]
+    )
+    messages = messages_from(result.wire)
+    assert [m["role"] for m in messages] == ["reasoning", "assistant", "reasoning", "assistant"]
+    assert [c["id"] for c in messages[1]["toolCalls"]] == ["a"]
+    assert messages[3]["content"] == "Done."
+    assert [c["id"] for c in messages[3]["toolCalls"]] == ["b"]
+
+
+def test_a_turn_without_resumed_reasoning_is_one_assistant_message() -> None:
+    result = run(
+        [
+            chunk(reasoning_content="one"),
+            chunk(content="Text."),
+            tool_delta(0, id="a", name="get_time", args="{}"),
+            chunk(content=" More."),
+            chunk(finish="tool_calls"),
+        ]
+    )
+    assert [m["role"] for m in messages_from(result.wire)] == ["reasoning", "assistant"]
 
 
 def test_interleaved_thinking_with_tags() -> None:
