@@ -44,9 +44,9 @@ CHUNKS = 20_000
 TOP = 25
 # The pure core: no I/O, what translate.py measures; everything else is HTTP and async plumbing.
 CORE = (
-    ("bridge/sse.py", "chunk_from_sse"),
-    ("bridge/translate.py", "feed"),
-    ("bridge/encode.py", "encode_event"),
+    ("bridge/serve/sse.py", "chunk_from_sse"),
+    ("bridge/core/translate.py", "feed"),
+    ("bridge/core/encode.py", "encode_event"),
 )
 
 Key = tuple[str, int, str]  # pstats: file, line, function
@@ -82,7 +82,7 @@ def summarise(stats: pstats.Stats) -> dict[str, Any]:
     chunks = sum(
         nc
         for (file, _, function), (_, nc, *_) in table.items()
-        if file.endswith("bridge/translate.py") and function == "feed"
+        if file.endswith("bridge/core/translate.py") and function == "feed"
     )
     per_chunk = max(chunks, 1)
     own = sorted(table.items(), key=lambda item: item[1][2], reverse=True)[:TOP]

@@ -8,7 +8,7 @@ inside ``content`` (``think-tags``, through the tag filter).
 
 Stages, each the best of ``--repeat`` runs with a fresh ``ChatStreamTranslator``:
 ``translate`` (feed every parsed chunk, then close), ``translate+encode`` (also encode every
-event with ``bridge.encode.encode_event``, what the server writes: byte-identical to
+event with ``bridge.core.encode.encode_event``, what the server writes: byte-identical to
 ``EventEncoder``), ``translate+EventEncoder`` (the same with ag-ui's own encoder, for reference)
 and ``sse+translate+encode`` (starting from raw SSE bytes: ``json.loads`` of each ``data:``
 line first).
@@ -49,8 +49,8 @@ from ag_ui.encoder import EventEncoder
 from httpx_sse import ServerSentEvent
 
 from bridge import DONE, ChatStreamTranslator, TranslateOptions
-from bridge.encode import encode_event
-from bridge.sse import chunk_from_sse
+from bridge.core.encode import encode_event
+from bridge.serve.sse import chunk_from_sse
 
 FULL_CHUNKS = 20_000
 FULL_REPEAT = 5
@@ -206,9 +206,9 @@ def build_stream(variant: str, total: int) -> Stream:
         inner = reasoning_tokens[: n_reasoning - 5]
         pieces = ["<think>", "\n", *inner, "\n", "</", "think>\n\n"]
         chunks += [_chunk({"content": piece}) for piece in pieces]
-        # llama.cpp's rule, which the filter follows: whitespace after a tag is dropped,
-        # whitespace before the closing tag is kept.
-        reasoning = "".join(inner) + "\n"
+        # llama.cpp's rule, which the filter follows: the whitespace at the reasoning's edges
+        # and after the closing tag is dropped.
+        reasoning = "".join(inner).strip()
     else:
         raise ValueError(f"unknown variant {variant!r}")
     chunks += [_chunk({"content": token}) for token in text_tokens]

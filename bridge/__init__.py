@@ -1,6 +1,6 @@
 """agui-bridge: OpenAI-compatible model servers → AG-UI events, live and lossless."""
 
-from bridge.errors import (
+from bridge.core.errors import (
     BridgeError,
     UpstreamConnectionError,
     UpstreamHTTPError,
@@ -9,8 +9,8 @@ from bridge.errors import (
     UpstreamTimeoutError,
     UpstreamTruncatedError,
 )
-from bridge.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter
-from bridge.translate import (
+from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter
+from bridge.core.translate import (
     DONE,
     ChatStreamTranslator,
     TranslateOptions,

@@ -17,11 +17,11 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bridge.app import Bridge, create_app, mount
 from bridge.cli_options import add_translate_options
 from bridge.config import BridgeConfig
+from bridge.core.translate import TranslateOptions
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
-from bridge.translate import TranslateOptions
+from bridge.serve.app import Bridge, create_app, mount
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.
 _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from bridge.reasoning_tags import KNOWN_REASONING_TAGS
-from bridge.text_tools import FORMAT_ALIASES, TEXT_TOOL_FORMATS
+from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS
+from bridge.core.text_tools.filter import FORMAT_ALIASES, TEXT_TOOL_FORMATS
 
 
 def add_translate_options(parser: argparse.ArgumentParser) -> None:

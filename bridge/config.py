@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from bridge.translate import TranslateOptions
+from bridge.core.translate import TranslateOptions
 
 #: In ``models``: every model the upstream lists.
 ANY_UPSTREAM_MODEL = "*"

@@ -12,8 +12,8 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from bridge.app import create_app, mount
 from bridge.config import BridgeConfig
+from bridge.serve.app import create_app, mount
 
 
 def build(upstream_url: str, model: str) -> Starlette:

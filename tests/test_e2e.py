@@ -16,8 +16,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from bridge.app import create_app, mount
 from bridge.scripted import SCRIPTED_MODELS
+from bridge.serve.app import create_app, mount
 from servers import (
     ASK_TOOLS,
     TOOLS,

@@ -13,7 +13,7 @@ from ag_ui.encoder import EventEncoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.encode import encode_event
+from bridge.core.encode import encode_event
 from helpers import fixture_chunks, run
 
 ENCODER = EventEncoder()

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_rules import check_frames, parse_body
-from bridge.app import create_app
 from bridge.config import BridgeConfig
-from bridge.errors import MAX_MESSAGE_CHARS
+from bridge.core.errors import MAX_MESSAGE_CHARS
+from bridge.serve.app import create_app
 from faulty_upstream import (
     FINISH_INDEX,
     FRAMES,

@@ -1,4 +1,4 @@
-"""AG-UI conversation → OpenAI messages and tools (bridge/history.py)."""
+"""AG-UI conversation → OpenAI messages and tools (bridge/serve/history.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,12 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from bridge.history import ReasoningHistory, ReasoningScope, to_openai_messages, to_openai_tools
+from bridge.serve.history import (
+    ReasoningHistory,
+    ReasoningScope,
+    to_openai_messages,
+    to_openai_tools,
+)
 from helpers import FIXTURES
 
 

@@ -18,7 +18,7 @@ from bridge import (
     atranslate_chat_stream,
     translate_chat_stream,
 )
-from bridge.usage import token_usage_from_openai
+from bridge.core.usage import token_usage_from_openai
 from helpers import chunk, counter_ids, fixture_chunks, run, text_chunks, tool_delta
 
 #: Every event type the translator may emit. Adding one is a protocol decision: pin it here.
@@ -319,7 +319,7 @@ def test_chunks_orjson_refuses_are_read_as_json_reads_them() -> None:
     ],
 )
 def test_the_one_text_field_fast_path_reads_as_the_full_reading(delta: dict[str, Any]) -> None:
-    from bridge.decode import decode_chat_chunk
+    from bridge.core.decode import decode_chat_chunk
 
     def chunk_with(delta: dict[str, Any]) -> dict[str, Any]:
         return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}

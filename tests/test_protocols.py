@@ -25,11 +25,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bridge.app import create_app
 from bridge.config import BridgeConfig
-from bridge.encode import encode_event
-from bridge.frames import PRE_1_0, FrameWriter, client_protocol
-from bridge.redact import Redactor
+from bridge.core.encode import encode_event
+from bridge.serve.app import create_app
+from bridge.serve.frames import PRE_1_0, FrameWriter, client_protocol
+from bridge.serve.redact import Redactor
 from node_tools import require
 from servers import (
     ASK_TOOLS,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bridge import KNOWN_REASONING_TAGS, ReasoningTagFilter, TranslateOptions
-from bridge.parts import Reasoning, Text
+from bridge.core.parts import Reasoning, Text
 from helpers import chunk, run, text_chunks, tool_delta
 from servers import messages_from
 

@@ -19,10 +19,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agui_rules import check_frames, parse_body
-from bridge.app import create_app
 from bridge.config import BridgeConfig
-from bridge.redact import MASK, Redactor
-from bridge.sse import chunk_from_sse
+from bridge.serve.app import create_app
+from bridge.serve.redact import MASK, Redactor
+from bridge.serve.sse import chunk_from_sse
 from servers import run_input, serve
 
 KEY = "sk-probe/SECRET+1234567890abcdef"

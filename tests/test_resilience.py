@@ -31,8 +31,8 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from agui_rules import check_frames, parse_body
-from bridge.app import Bridge, create_app
 from bridge.config import BridgeConfig
+from bridge.serve.app import Bridge, create_app
 from faulty_upstream import (
     TEXT,
     FaultyUpstream,

@@ -14,9 +14,9 @@ from ag_ui.core import RunAgentInput
 
 from bridge import ChatStreamTranslator, UpstreamStreamError
 from bridge.config import BridgeConfig
-from bridge.decode_responses import ResponsesDecoder
-from bridge.request import build_responses_request
+from bridge.core.decode_responses import ResponsesDecoder
 from bridge.scripted.responses import response_events, response_object
+from bridge.serve.request import build_responses_request
 from helpers import Result, counter_ids, run
 from servers import ASK_TOOLS, TOOLS, Stack, joined, messages_from, post, run_input, scripted_stack
 

@@ -7,8 +7,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bridge.core.text_tools.sections import DEEPSEEK_V3
 from bridge.scripted.script import ScriptedToolCall
-from bridge.text_tool_sections import DEEPSEEK_V3
 
 Layout = Callable[[Sequence[ScriptedToolCall]], list[str]]
 

@@ -9,8 +9,8 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 
 from bridge.config import ANY_UPSTREAM_MODEL, FORWARDED_PARAMS, BridgeConfig
-from bridge.errors import InvalidRunInputError
-from bridge.history import to_openai_messages, to_openai_tools
+from bridge.core.errors import InvalidRunInputError
+from bridge.serve.history import to_openai_messages, to_openai_tools
 
 
 def build_chat_request(

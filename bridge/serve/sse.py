@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 from httpx_sse import ServerSentEvent
 
-from bridge.errors import UpstreamProtocolError
-from bridge.translate import DONE
+from bridge.core.errors import UpstreamProtocolError
+from bridge.core.translate import DONE
 
 # json.loads joins a valid escaped pair into one code point: any surrogate left is a lone one.
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from bridge.markers import MarkerSet
-from bridge.parts import Part, Reasoning, Text
-from bridge.text_tool_call import Call, FormatContext, arguments_reader
+from bridge.core.markers import MarkerSet
+from bridge.core.parts import Part, Reasoning, Text
+from bridge.core.text_tools.call import Call, FormatContext, arguments_reader
 
 CHANNEL = "<|channel|>"
 START = "<|start|>"

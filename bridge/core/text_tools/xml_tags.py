@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.markers import MarkerSet
-from bridge.parts import Part, Text
-from bridge.text_tool_call import Call, FormatContext, arguments_reader, plausible_name
+from bridge.core.markers import MarkerSet
+from bridge.core.parts import Part, Text
+from bridge.core.text_tools.call import Call, FormatContext, arguments_reader, plausible_name
 
 _NAME_LIMIT = 200
 

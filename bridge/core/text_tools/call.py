@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.json_call import JsonCallReader
-from bridge.parts import BrokenToolCall, Part, Text, ToolCallDelta
+from bridge.core.parts import BrokenToolCall, Part, Text, ToolCallDelta
+from bridge.core.text_tools.json_call import JsonCallReader
 
 logger = logging.getLogger("agui_bridge")
 

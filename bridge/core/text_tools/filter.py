@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from bridge.markers import MarkerSet
-from bridge.parts import Part, Text
-from bridge.text_tool_call import FormatContext
-from bridge.text_tool_formats import FORMAT_ALIASES, MARKERS, START_MARKERS, Body, body_for
+from bridge.core.markers import MarkerSet
+from bridge.core.parts import Part, Text
+from bridge.core.text_tools.call import FormatContext
+from bridge.core.text_tools.formats import FORMAT_ALIASES, MARKERS, START_MARKERS, Body, body_for
 
 #: Indices for calls parsed from text, apart from the upstream's own ``tool_calls`` indices.
 TEXT_CALL_INDEX_BASE = 1_000_000

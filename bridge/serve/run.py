@@ -19,12 +19,12 @@ from ag_ui.core import (
 )
 
 from bridge.config import UpstreamApi
-from bridge.decode import decode_chat_chunk
-from bridge.decode_responses import ResponsesDecoder
-from bridge.errors import BridgeError, InternalError, UpstreamTruncatedError
-from bridge.parts import Part
-from bridge.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
-from bridge.upstream import UpstreamClient
+from bridge.core.decode import decode_chat_chunk
+from bridge.core.decode_responses import ResponsesDecoder
+from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
+from bridge.core.parts import Part
+from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
+from bridge.serve.upstream import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
 

@@ -21,10 +21,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from ag_ui.core import BaseEvent, TokenUsage
 
-from bridge.decode import decode_chat_chunk
-from bridge.emitter import EventEmitter, IdFactory, random_id
-from bridge.errors import BridgeError, UpstreamProtocolError, UpstreamTruncatedError
-from bridge.parts import (
+from bridge.core.decode import decode_chat_chunk
+from bridge.core.emitter import EventEmitter, IdFactory, random_id
+from bridge.core.errors import BridgeError, UpstreamProtocolError, UpstreamTruncatedError
+from bridge.core.parts import (
     BrokenToolCall,
     EncryptedReasoning,
     Finish,
@@ -35,13 +35,13 @@ from bridge.parts import (
     ToolCallDone,
     Usage,
 )
-from bridge.reasoning_tags import (
+from bridge.core.reasoning_tags import (
     DEFAULT_REASONING_TAGS,
     ReasoningTagFilter,
     TagPair,
     resolve_reasoning_tags,
 )
-from bridge.text_tools import FORMAT_ALIASES, TEXT_TOOL_FORMATS, TextToolCalls
+from bridge.core.text_tools.filter import FORMAT_ALIASES, TEXT_TOOL_FORMATS, TextToolCalls
 
 DONE = "[DONE]"
 """The SSE data line that ends an OpenAI-compatible stream; ``feed(DONE)`` records it."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.parts import Part, Text
-from bridge.text_tool_call import Call, FormatContext, arguments_reader, plausible_name
+from bridge.core.parts import Part, Text
+from bridge.core.text_tools.call import Call, FormatContext, arguments_reader, plausible_name
 
 _HEADER_LIMIT = 300
 

@@ -12,14 +12,14 @@ import secrets
 import string
 from collections.abc import Callable
 
-from bridge.json_call import JsonCallReader
-from bridge.markers import MarkerSet
-from bridge.parts import Part, Text
-from bridge.text_tool_call import Call, FormatContext, arguments_reader, plausible_name
-from bridge.text_tool_harmony import CHANNEL, START, HarmonyBody
-from bridge.text_tool_pythonic import PYTHON_START, PythonicBody
-from bridge.text_tool_sections import DEEPSEEK_V3, KIMI_K2, SectionBody
-from bridge.text_tool_xml import FunctionTagBody, GlmBody
+from bridge.core.markers import MarkerSet
+from bridge.core.parts import Part, Text
+from bridge.core.text_tools.call import Call, FormatContext, arguments_reader, plausible_name
+from bridge.core.text_tools.harmony import CHANNEL, START, HarmonyBody
+from bridge.core.text_tools.json_call import JsonCallReader
+from bridge.core.text_tools.pythonic import PYTHON_START, PythonicBody
+from bridge.core.text_tools.sections import DEEPSEEK_V3, KIMI_K2, SectionBody
+from bridge.core.text_tools.xml_tags import FunctionTagBody, GlmBody
 
 _ALPHANUMERIC = string.ascii_letters + string.digits
 

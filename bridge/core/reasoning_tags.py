@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from bridge.markers import MarkerSet
-from bridge.parts import Reasoning, Text
+from bridge.core.markers import MarkerSet
+from bridge.core.parts import Reasoning, Text
 
 TagPair = tuple[str, str]
 

@@ -17,7 +17,7 @@ import httpx
 from httpx_sse import EventSource
 
 from bridge.config import BridgeConfig
-from bridge.errors import (
+from bridge.core.errors import (
     BridgeError,
     UpstreamConnectionError,
     UpstreamHTTPError,
@@ -25,8 +25,8 @@ from bridge.errors import (
     UpstreamTimeoutError,
     UpstreamTruncatedError,
 )
-from bridge.sse import chunk_from_sse, without_lone_surrogates
-from bridge.stream import READ_BURST
+from bridge.serve.sse import chunk_from_sse, without_lone_surrogates
+from bridge.serve.stream import READ_BURST
 
 # An error body is read for its message only; a server sending megabytes of HTML is cut off.
 _MAX_ERROR_BODY = 64 * 1024

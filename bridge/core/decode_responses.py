@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bridge.errors import UpstreamProtocolError, UpstreamStreamError
-from bridge.parts import (
+from bridge.core.errors import UpstreamProtocolError, UpstreamStreamError
+from bridge.core.parts import (
     EncryptedReasoning,
     Finish,
     Part,
@@ -25,7 +25,7 @@ from bridge.parts import (
     ToolCallDone,
     Usage,
 )
-from bridge.usage import token_usage_from_openai
+from bridge.core.usage import token_usage_from_openai
 
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 

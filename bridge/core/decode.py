@@ -12,9 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bridge.errors import UpstreamProtocolError, UpstreamStreamError
-from bridge.parts import EncryptedReasoning, Finish, Part, Reasoning, Text, ToolCallDelta, Usage
-from bridge.usage import token_usage_from_openai
+from bridge.core.errors import UpstreamProtocolError, UpstreamStreamError
+from bridge.core.parts import (
+    EncryptedReasoning,
+    Finish,
+    Part,
+    Reasoning,
+    Text,
+    ToolCallDelta,
+    Usage,
+)
+from bridge.core.usage import token_usage_from_openai
 
 _REASONING_KEYS = frozenset({"reasoning_content", "reasoning", "reasoning_details"})
 

@@ -47,8 +47,8 @@ from ag_ui.core import (
 )
 
 from bridge.config import AguiProtocolSetting
-from bridge.encode import encode_event
-from bridge.redact import Redactor
+from bridge.core.encode import encode_event
+from bridge.serve.redact import Redactor
 
 ClientProtocol = Literal["1.0", "0.0"]
 """The AG-UI line a client validates with: ``1.0`` (``@ag-ui/client`` 1.x) or ``0.0`` (0.0.x)."""

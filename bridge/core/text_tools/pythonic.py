@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 import json
 
-from bridge.parts import Part, Text
-from bridge.text_tool_call import Call, FormatContext, arguments_reader
+from bridge.core.parts import Part, Text
+from bridge.core.text_tools.call import Call, FormatContext, arguments_reader
 
 PYTHON_START = "<|python_start|>"
 PYTHON_END = "<|python_end|>"

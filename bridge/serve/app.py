@@ -37,14 +37,14 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
-from bridge.encode import encode_event
-from bridge.errors import InvalidRunInputError
-from bridge.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
-from bridge.redact import Redactor, install_log_redaction
-from bridge.request import build_chat_request, build_responses_request, served_models
-from bridge.run import run_agent
-from bridge.stream import EventStreamResponse
-from bridge.upstream import UpstreamClient
+from bridge.core.encode import encode_event
+from bridge.core.errors import InvalidRunInputError
+from bridge.serve.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
+from bridge.serve.redact import Redactor, install_log_redaction
+from bridge.serve.request import build_chat_request, build_responses_request, served_models
+from bridge.serve.run import run_agent
+from bridge.serve.stream import EventStreamResponse
+from bridge.serve.upstream import UpstreamClient
 
 try:
     __version__ = version("agui-bridge")

@@ -38,8 +38,8 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from bridge.errors import UpstreamProtocolError
-from bridge.parts import BrokenToolCall, ToolCallDelta
+from bridge.core.errors import UpstreamProtocolError
+from bridge.core.parts import BrokenToolCall, ToolCallDelta
 
 IdFactory = Callable[[str], str]
 """Makes a fresh id from a prefix (``msg``, ``rsn``, ``call``)."""

@@ -1,0 +1,242 @@
+"""CopilotKit for real: ``tests/browser/copilotkit.test.mjs`` drives the CopilotKit example
+(``examples/copilotkit/``: React, ``@copilotkit/react-core`` v2, ``@copilotkit/runtime``) in
+Debian's Chromium, for several scripted models, through CopilotRuntime and directly.
+
+This test builds the example when needed, starts a scripted stack (upstream + bridge, the bridge
+open to the example's origin for the direct wiring) and the example's server, runs the Node test,
+then checks what the upstream received: the tool loop's follow-up and the second turn carried the
+history CopilotKit kept (reasoning, tool calls, tool results, the answer).
+
+``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshot the test took to ``docs/copilotkit.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from node_tools import require, run
+from servers import ASK_TOOLS, Stack, free_port, scripted_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "copilotkit"
+BROWSER_TESTS = ROOT / "tests" / "browser"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+SCREENSHOT = ROOT / "docs" / "copilotkit.png"
+CHROMIUM = Path("/usr/bin/chromium")
+#: What the example's page is built from: when one is newer than the build, it is rebuilt.
+EXAMPLE_SOURCES = ("src", "index.html", "build.mjs", "package-lock.json")
+#: The models run in both wirings: reasoning in a field, in tags, with text tool calls, none.
+MODELS = (
+    "scripted-reasoning-content",
+    "scripted-think-tags",
+    "scripted-hermes-text",
+    "scripted-plain",
+)
+REASONING_FREE = ("scripted-plain",)
+WIRINGS = ("runtime", "direct")
+TOOL_CALLS = [("get_weather", {"city": "Paris"}), ("change_background", {"color": "lightblue"})]
+
+
+def test_copilotkit_example_in_chromium() -> None:
+    node = _require_node()
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
+            "(`.ci/run` installs it with apt; by hand: apt-get install chromium)",
+            pytrace=False,
+        )
+    _build_example()
+    _install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    (ARTIFACTS / "copilotkit.png").unlink(missing_ok=True)
+
+    app_port = free_port()
+    app_origin = f"http://127.0.0.1:{app_port}"
+    with (
+        scripted_stack(cors_origins=(app_origin,), agui_protocol="1.0") as stack,
+        _example_server(stack, app_port),
+    ):
+        env = {
+            **os.environ,
+            "APP_URL": f"{app_origin}/",
+            "MODELS": ",".join(MODELS),
+            "REASONING_FREE": ",".join(REASONING_FREE),
+            "ARTIFACTS_DIR": str(ARTIFACTS),
+        }
+        output = run(
+            [node, "--test", "--test-reporter=tap", "copilotkit.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env=env,
+            timeout=240,
+            what="the CopilotKit browser test",
+        )
+        requests = list(stack.upstream_requests)
+
+    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
+        if not re.search(rf"^{line}$", output, re.MULTILINE):
+            pytest.fail(f"the CopilotKit test did not report {line!r}:\n{output}", pytrace=False)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    if not passed or int(passed.group(1)) != len(MODELS) * len(WIRINGS):
+        pytest.fail(f"the CopilotKit test did not pass every case:\n{output}", pytrace=False)
+
+    for model in MODELS:
+        _check_upstream_saw(model, [r for r in requests if r.get("model") == model])
+
+    assert (ARTIFACTS / "copilotkit.png").stat().st_size > 10_000, "no screenshot"
+    if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(ARTIFACTS / "copilotkit.png", SCREENSHOT)
+
+
+def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
+    """Per wiring, three requests: the question, the tool loop's follow-up, the second turn."""
+    reasons = model not in REASONING_FREE
+    assert len(requests) == 3 * len(WIRINGS), [_roles(r) for r in requests]
+    for request in requests:
+        offered = sorted(tool["function"]["name"] for tool in request["tools"])
+        assert offered == ["change_background", "get_weather"], request["tools"]
+
+    questions = [r for r in requests if _roles(r) == ["user"]]
+    follow_ups = [r for r in requests if _roles(r) == ["user", "assistant", "tool", "tool"]]
+    second_turns = [
+        r
+        for r in requests
+        if _roles(r) == ["user", "assistant", "tool", "tool", "assistant", "user"]
+    ]
+    assert len(questions) == len(follow_ups) == len(second_turns) == len(WIRINGS), [
+        _roles(r) for r in requests
+    ]
+    assert sorted(r["messages"][-1]["content"] for r in second_turns) == sorted(
+        f"Thanks, that is all from {wiring}" for wiring in WIRINGS
+    )
+
+    for request in [*questions, *follow_ups, *second_turns]:
+        user, *rest = request["messages"]
+        assert user["content"] == ASK_TOOLS
+        if not rest:
+            continue
+        calling, *results = rest[:3]
+        # The tool calls as the model made them, each answered by the page's result.
+        calls = calling["tool_calls"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == (
+            TOOL_CALLS
+        )
+        assert [r["tool_call_id"] for r in results] == [c["id"] for c in calls]
+        weather, background = (json.loads(r["content"]) for r in results)
+        assert weather["city"] == "Paris"
+        assert background == {"background": "lightblue"}
+        if request in follow_ups:
+            # The reasoning CopilotKit kept goes back with the turn's tool calls (current-turn
+            # scope: only until the next user message).
+            if reasons:
+                assert "I will call get_weather" in calling.get("reasoning_content", ""), calling
+            else:
+                assert "reasoning_content" not in calling, calling
+        else:
+            assert "reasoning_content" not in calling, calling
+            answer = rest[3]
+            assert answer["content"].startswith("Here is what the tools returned"), answer
+
+
+def _roles(request: dict[str, Any]) -> list[str]:
+    return [m["role"] for m in request["messages"] if m["role"] not in ("system", "developer")]
+
+
+@contextmanager
+def _example_server(stack: Stack, port: int) -> Iterator[None]:
+    """``npm start`` in examples/copilotkit on ``port``, its agent the stack's bridge."""
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "HOST": "127.0.0.1",
+        "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
+        # The runtime reports usage to CopilotKit unless told not to; tests reach no one.
+        "COPILOTKIT_TELEMETRY_DISABLED": "true",
+    }
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with (ARTIFACTS / "copilotkit-server.log").open("w+b") as log:
+        process = subprocess.Popen(
+            [_require_node(), "server.mjs"],
+            cwd=EXAMPLE,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(
+                        f"the example's server did not start:\n{log.read().decode()}",
+                        pytrace=False,
+                    )
+                try:
+                    info = httpx.get(f"http://127.0.0.1:{port}/api/copilotkit/info", timeout=1)
+                    if info.status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log.seek(0)
+            if b"Error" in log.read():
+                log.seek(0)
+                pytest.fail(
+                    f"the example's server logged an error:\n{log.read().decode()}", pytrace=False
+                )
+
+
+def _build_example() -> None:
+    """Builds examples/copilotkit/dist when it is missing or older than what it is built from."""
+    built = EXAMPLE / "dist" / "index.html"
+    sources = [
+        file
+        for name in EXAMPLE_SOURCES
+        for file in (
+            [EXAMPLE / name] if (EXAMPLE / name).is_file() else (EXAMPLE / name).rglob("*")
+        )
+        if file.is_file()
+    ]
+    if built.is_file() and max(f.stat().st_mtime for f in sources) <= built.stat().st_mtime:
+        return
+    _install(EXAMPLE, EXAMPLE / "node_modules" / "esbuild" / "package.json")
+    npm = _require("npm")
+    run([npm, "run", "build"], cwd=EXAMPLE, env=None, timeout=300, what="npm run build")
+
+
+def _install(directory: Path, marker: Path) -> None:
+    """``npm ci`` in ``directory`` unless ``marker`` (a file npm installs) is there already."""
+    if marker.is_file():
+        return
+    npm = _require("npm")
+    run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=600, what="npm ci")
+
+
+def _require_node() -> str:
+    node = _require("node")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    if int(version.stdout.strip().lstrip("v").split(".")[0]) < 20:
+        pytest.fail(f"the CopilotKit test needs Node.js 20 or newer, not {version.stdout}")
+    return node
+
+
+def _require(program: str) -> str:
+    return require(program, "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium")
