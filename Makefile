@@ -4,14 +4,16 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench clean
+.PHONY: setup test lint typecheck pytest demo bench clean copilotkit-demo
 
 NODE_TESTS    := tests/node/node_modules/.installed
 BROWSER_TESTS := tests/browser/node_modules/.installed
 WEB_DEMO_DEPS := web-demo/node_modules/.installed
 WEB_DEMO      := web-demo/dist/index.html
+COPILOTKIT_DEPS := examples/copilotkit/node_modules/.installed
+COPILOTKIT_APP  := examples/copilotkit/dist/index.html
 
-setup: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO)
+setup: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP)
 
 $(NODE_TESTS): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund
@@ -28,6 +30,13 @@ $(WEB_DEMO_DEPS): web-demo/package.json web-demo/package-lock.json
 $(WEB_DEMO): $(WEB_DEMO_DEPS) web-demo/build.mjs web-demo/index.html web-demo/styles.css $(wildcard web-demo/src/*.ts)
 	cd web-demo && npm run build
 
+$(COPILOTKIT_DEPS): examples/copilotkit/package.json examples/copilotkit/package-lock.json
+	cd examples/copilotkit && npm ci --no-audit --no-fund
+	@touch $@
+
+$(COPILOTKIT_APP): $(COPILOTKIT_DEPS) examples/copilotkit/build.mjs examples/copilotkit/index.html $(wildcard examples/copilotkit/src/*)
+	cd examples/copilotkit && npm run build
+
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "agui-bridge needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
@@ -38,13 +47,14 @@ $(STAMP): pyproject.toml
 lint: $(STAMP) $(WEB_DEMO_DEPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports  # the layers: cli/scripted → serve → config → core; the core does no I/O
 	cd web-demo && npm run typecheck
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # pytest exits 5 when no test ran; make treats that as a failure, as it should.
-pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO)
+pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP)
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
 test: lint typecheck pytest
@@ -57,6 +67,15 @@ bench: $(STAMP)
 
 demo: $(STAMP) $(WEB_DEMO)
 	$(BIN)/agui-bridge demo
+
+# The CopilotKit example (examples/copilotkit/) against `agui-bridge demo`, which lets its page in
+# for the direct wiring: open http://127.0.0.1:3000/?wiring=runtime or ?wiring=direct.
+COPILOTKIT_PORT ?= 3000
+BRIDGE_PORT     ?= 8000
+copilotkit-demo: $(STAMP) $(COPILOTKIT_APP)
+	$(BIN)/agui-bridge demo --port $(BRIDGE_PORT) --cors-origin http://127.0.0.1:$(COPILOTKIT_PORT) & \
+	bridge=$$!; trap 'kill $$bridge 2>/dev/null' EXIT INT TERM; \
+	cd examples/copilotkit && AGUI_BRIDGE_URL=http://127.0.0.1:$(BRIDGE_PORT)/agent PORT=$(COPILOTKIT_PORT) npm start
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .coverage web-demo/dist tests/artifacts

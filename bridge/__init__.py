@@ -1,4 +1,19 @@
-"""agui-bridge: OpenAI-compatible model servers → AG-UI events, live and lossless."""
+"""agui-bridge: OpenAI-compatible model servers → AG-UI events, live and lossless.
+
+Code map (three layers; an import-linter contract keeps each above the next):
+
+- ``bridge/core/``: the pure pipeline, no I/O: decode (Chat Completions, Responses API) → parts
+  → filters (reasoning tags; ``core/text_tools/``: tool calls written as text) → emitter → events.
+- ``bridge/serve/``: HTTP in and out: the ASGI app, one run's lifecycle, the upstream request and
+  history, the upstream client, the SSE response and the frame boundary (protocol, redaction).
+- ``bridge/cli.py`` (+ ``cli_options.py``) and ``bridge/scripted/`` (the demo's upstream) on top;
+  ``bridge/config.py`` is shared.
+
+The library face: ``translate_chat_stream`` and friends (the core, importable without the
+serving stack), and ``create_app``, ``mount``, ``BridgeConfig`` (loaded on first use).
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from bridge.core.errors import (
     BridgeError,
@@ -19,9 +34,30 @@ from bridge.core.translate import (
     translate_chat_stream,
 )
 
+if TYPE_CHECKING:
+    from bridge.config import BridgeConfig
+    from bridge.serve.app import create_app, mount
+
+#: Names of the serving layer, imported when first asked for: the core alone needs no Starlette.
+_LAZY = {
+    "BridgeConfig": "bridge.config",
+    "create_app": "bridge.serve.app",
+    "mount": "bridge.serve.app",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+
+
 __all__ = [
     "DONE",
     "KNOWN_REASONING_TAGS",
+    "BridgeConfig",
     "BridgeError",
     "ChatStreamTranslator",
     "ReasoningTagFilter",
@@ -34,5 +70,7 @@ __all__ = [
     "UpstreamTimeoutError",
     "UpstreamTruncatedError",
     "atranslate_chat_stream",
+    "create_app",
+    "mount",
     "translate_chat_stream",
 ]

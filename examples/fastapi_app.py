@@ -12,7 +12,7 @@ import os
 from fastapi import FastAPI
 
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app, mount
+from bridge.app import create_app, mount
 
 
 def build(upstream_url: str, model: str) -> FastAPI:

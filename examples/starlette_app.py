@@ -13,7 +13,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app, mount
+from bridge.app import create_app, mount
 
 
 def build(upstream_url: str, model: str) -> Starlette:

@@ -20,7 +20,7 @@ follows to that format's body reader until the calls end; text around the calls 
 - ``harmony`` (gpt-oss): ``analysis`` messages are reasoning, ``final`` ones text, and
   ``to=functions.name … <|message|>{…}<|call|>`` a call.
 
-The readers are in ``text_tool_formats.py`` and the ``text_tool_*.py`` modules it imports.
+The readers are in ``formats.py`` and the modules of this folder it imports.
 
 A call that turns out not to be one is never dropped and never becomes a wrong call: before its
 name is read it goes back to being text; after, it is reported as ``BrokenToolCall`` (the emitter

@@ -1,7 +1,7 @@
 """The text tool-call formats: one body reader per format, for what follows its opening marker.
 
 Each reader takes the text after the marker, reports the calls it finds as parts, and returns what
-followed the calls (``None`` while it needs more). ``TextToolCalls`` (``text_tools.py``) finds
+followed the calls (``None`` while it needs more). ``TextToolCalls`` (``filter.py``) finds
 the markers and hands over. Formats that share a marker (``<tool_call>``: Hermes JSON, Qwen3-Coder
 XML, GLM-4.5; ``<function=``: Llama 3.1 JSON, Qwen3-Coder XML) are told apart by what follows it.
 """
