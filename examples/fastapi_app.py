@@ -11,8 +11,8 @@ import os
 
 from fastapi import FastAPI
 
-from bridge.config import BridgeConfig
 from bridge.app import create_app, mount
+from bridge.config import BridgeConfig
 
 
 def build(upstream_url: str, model: str) -> FastAPI:

@@ -12,8 +12,8 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from bridge.config import BridgeConfig
 from bridge.app import create_app, mount
+from bridge.config import BridgeConfig
 
 
 def build(upstream_url: str, model: str) -> Starlette:
