@@ -64,7 +64,7 @@ def test_copilotkit_example_in_chromium() -> None:
     app_port = free_port()
     app_origin = f"http://127.0.0.1:{app_port}"
     with (
-        scripted_stack(cors_origins=(app_origin,), agui_protocol="1.0") as stack,
+        scripted_stack(cors_origins=(app_origin,)) as stack,
         _example_server(stack, app_port),
     ):
         env = {

@@ -1,0 +1,240 @@
+// The CopilotKit example (examples/copilotkit/) in Debian's Chromium, driven by playwright-core:
+// a CopilotKit v2 chat whose agent is the bridge, through CopilotRuntime and directly.
+//
+// Driven by tests/test_copilotkit.py, which starts the servers and sets:
+//   APP_URL        the example's server (page + CopilotRuntime); its agent is a scripted stack
+//   MODELS         comma-separated scripted models to run, each in both wirings
+//   REASONING_FREE comma-separated models among them that stream no reasoning
+//   ARTIFACTS_DIR  where the screenshot goes (copilotkit.png)
+//
+// Every page must run without a console error or warning, an uncaught exception, or an error
+// reported to CopilotKit's onError.
+
+import assert from "node:assert/strict";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`set ${name} (see the comment at the top of this file)`);
+  return value;
+};
+const APP_URL = env("APP_URL");
+const MODELS = env("MODELS").split(",");
+const REASONING_FREE = new Set(env("REASONING_FREE").split(",").filter(Boolean));
+const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
+const WIRINGS = ["runtime", "direct"];
+/** The case whose page is photographed after its tool run. */
+const SCREENSHOT_CASE = { wiring: "runtime", model: MODELS[0] };
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-quic",
+];
+const DESKTOP = { width: 1100, height: 900 };
+const TOOLS_PROMPT = "What's the weather in Paris? And make the background lightblue.";
+const LIGHTBLUE = "rgb(173, 216, 230)";
+const RUN_TIMEOUT = 20_000;
+/** The second user turn; it names its wiring so the upstream's log can tell the cases apart. */
+const thanks = (wiring) => `Thanks, that is all from ${wiring}`;
+
+let browser;
+let context;
+
+before(async () => {
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  context = await browser.newContext({ viewport: DESKTOP });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** A page of the example in a shared context, whose console problems are collected. */
+async function openPage(wiring, model) {
+  const page = await context.newPage();
+  const problems = [];
+  page.on("console", (message) => {
+    if (message.type() === "error" || message.type() === "warning") {
+      problems.push(`console.${message.type()}: ${message.text()}`);
+    }
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  const url = new URL(APP_URL);
+  url.search = new URLSearchParams({ wiring, model }).toString();
+  await page.goto(url.href);
+  await page.getByTestId("copilot-chat-textarea").waitFor();
+  return { page, problems };
+}
+
+async function send(page, text) {
+  await page.getByTestId("copilot-chat-textarea").fill(text);
+  await page.getByTestId("copilot-chat-textarea").press("Enter");
+}
+
+/**
+ * Waits until the last assistant message holds `text` and the agent, follow-ups included, is idle;
+ * fails at once, saying why, when CopilotKit reports an error or the page logs a problem.
+ */
+async function answered(page, problems, text) {
+  let outcome;
+  try {
+    outcome = await page.waitForFunction(
+      (expected) => {
+        if (window.copilotErrors.length > 0) return { errors: window.copilotErrors };
+        const answers = document.querySelectorAll("[data-testid=copilot-assistant-message]");
+        const last = answers[answers.length - 1];
+        const idle = document.querySelector("[data-testid=run-status]").dataset.state === "idle";
+        return idle && last?.innerText.includes(expected) && { errors: [] };
+      },
+      text,
+      { timeout: RUN_TIMEOUT },
+    );
+  } catch (error) {
+    const shown = await transcript(page).catch(() => "(none)");
+    throw new Error(
+      `no answer holding ${JSON.stringify(text)}: ${error.message}\n` +
+        `page problems: ${JSON.stringify(problems, null, 1)}\n` +
+        `transcript: ${JSON.stringify(shown, null, 1)}`,
+    );
+  }
+  const { errors } = await outcome.jsonValue();
+  assert.deepEqual(errors, [], `CopilotKit onError; page problems: ${JSON.stringify(problems, null, 1)}`);
+}
+
+/**
+ * The conversation as CopilotChat shows it, one entry per message in page order: a user message,
+ * a reasoning block (its header), or an assistant message (its tool cards and its text).
+ */
+const transcript = (page) =>
+  page.$eval("[data-testid=copilot-message-list]", (list) =>
+    [...list.querySelectorAll("[data-testid=copilot-user-message], [data-message-id], [data-testid=copilot-assistant-message]")]
+      .filter((element) => !element.parentElement.closest("[data-message-id], [data-testid=copilot-assistant-message]"))
+      .map((element) => {
+        if (element.dataset.testid === "copilot-user-message") {
+          return { kind: "user", text: element.innerText.trim() };
+        }
+        if (element.dataset.testid === "copilot-assistant-message") {
+          const tools = [...element.querySelectorAll("[data-testid=tool-card]")].map((card) => ({
+            name: card.dataset.toolName,
+            status: card.dataset.status,
+            args: JSON.parse(card.querySelector("[data-testid=tool-args]").textContent),
+            result: card.querySelector("[data-testid=tool-result]")?.textContent,
+          }));
+          const copy = element.cloneNode(true);
+          for (const part of copy.querySelectorAll("[data-testid=tool-card], [data-testid=copilot-assistant-toolbar]")) {
+            part.remove();
+          }
+          return { kind: "assistant", tools, text: copy.textContent.trim() };
+        }
+        return { kind: "reasoning", header: element.querySelector("button")?.innerText.trim() };
+      }),
+  );
+
+/** The shapes a transcript must have: reasoning blocks only where the model reasons. */
+function expectedKinds(model, turns) {
+  const reasoning = REASONING_FREE.has(model) ? [] : ["reasoning"];
+  const toolTurn = ["user", ...reasoning, "assistant", ...reasoning, "assistant"];
+  const chatTurn = ["user", ...reasoning, "assistant"];
+  return turns === 1 ? toolTurn : [...toolTurn, ...chatTurn];
+}
+
+async function checkClean(page, problems) {
+  assert.deepEqual(await page.evaluate(() => window.copilotErrors), [], "CopilotKit onError");
+  assert.deepEqual(await page.getByTestId("error").allInnerTexts(), [], "error banners");
+  assert.deepEqual(problems, [], "console errors, warnings and uncaught exceptions");
+}
+
+async function saveScreenshot(page) {
+  await mkdir(ARTIFACTS_DIR, { recursive: true });
+  // Open the first thinking block, to show what it holds.
+  const firstThought = page.locator("[data-message-id] button", { hasText: /^Thought for/ }).first();
+  await firstThought.click();
+  assert.equal(await firstThought.getAttribute("aria-expanded"), "true");
+  await page.waitForTimeout(400); // the block's opening transition
+  await page.screenshot({ path: join(ARTIFACTS_DIR, "copilotkit.png") });
+  await firstThought.click();
+}
+
+for (const wiring of WIRINGS) {
+  describe(`CopilotKit through ${wiring === "runtime" ? "CopilotRuntime" : "no runtime (direct)"}`, () => {
+    for (const model of MODELS) {
+      test(`${model}: reasoning, two frontend tools, the answer, a second turn`, async () => {
+        const { page, problems } = await openPage(wiring, model);
+        try {
+          assert.match(await page.getByTestId("wiring").innerText(), new RegExp(`wiring ${wiring} · model ${model}`));
+
+          // Turn 1: the model reasons, calls both tools at once; the page runs them and
+          // CopilotKit's follow-up run brings the answer quoting their results.
+          await send(page, TOOLS_PROMPT);
+          await answered(page, problems, "Here is what the tools returned");
+
+          const calls = await page.evaluate(() => window.toolCalls);
+          assert.deepEqual(calls, [
+            { name: "get_weather", args: { city: "Paris" } },
+            { name: "change_background", args: { color: "lightblue" } },
+          ]);
+          assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), LIGHTBLUE);
+
+          const first = await transcript(page);
+          assert.deepEqual(first.map((entry) => entry.kind), expectedKinds(model, 1), JSON.stringify(first, null, 1));
+          assert.equal(first[0].text, TOOLS_PROMPT);
+          for (const entry of first.filter((e) => e.kind === "reasoning")) {
+            assert.match(entry.header, /^Thought for /);
+          }
+          const [toolMessage, answer] = first.filter((entry) => entry.kind === "assistant");
+          assert.equal(toolMessage.text, "", "the tool-calling message has no text of its own");
+          assert.deepEqual(
+            toolMessage.tools.map(({ name, status, args }) => ({ name, status, args })),
+            [
+              { name: "get_weather", status: "complete", args: { city: "Paris" } },
+              { name: "change_background", status: "complete", args: { color: "lightblue" } },
+            ],
+          );
+          const [weather, background] = toolMessage.tools.map((tool) => JSON.parse(tool.result));
+          assert.deepEqual(Object.keys(weather), ["city", "temperature", "conditions"]);
+          assert.equal(weather.city, "Paris");
+          assert.deepEqual(background, { background: "lightblue" });
+          assert.deepEqual(answer.tools, []);
+          for (const tool of toolMessage.tools) {
+            assert.ok(answer.text.includes(`${tool.name}: “${tool.result}”`), `the answer quotes ${tool.name}'s result: ${answer.text}`);
+          }
+
+          if (!REASONING_FREE.has(model)) {
+            // The reasoning text itself, in the first (folded) block once opened.
+            const block = page.locator("[data-message-id]", { has: page.locator("button", { hasText: /^Thought for/ }) }).first();
+            await block.locator("button").click();
+            await assert.doesNotReject(
+              block.getByText("I will call get_weather (city Paris) and change_background (color lightblue)").waitFor({ timeout: 5_000 }),
+            );
+            await block.locator("button").click();
+          }
+          if (wiring === SCREENSHOT_CASE.wiring && model === SCREENSHOT_CASE.model) await saveScreenshot(page);
+
+          // Turn 2: the whole history (reasoning, tool calls and results) goes back; the scripted
+          // model, asked nothing a tool does, answers in text. test_copilotkit.py checks what the
+          // upstream received.
+          await send(page, thanks(wiring));
+          await answered(page, problems, `You asked about ${thanks(wiring)}`);
+          const second = await transcript(page);
+          assert.deepEqual(second.map((entry) => entry.kind), expectedKinds(model, 2), JSON.stringify(second, null, 1));
+          assert.deepEqual(second.slice(0, first.length), first, "the first turn stays as it was");
+          assert.equal((await page.evaluate(() => window.toolCalls)).length, 2, "no tool ran again");
+
+          await checkClean(page, problems);
+        } finally {
+          await page.close();
+        }
+      });
+    }
+  });
+}
