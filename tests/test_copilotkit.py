@@ -37,14 +37,21 @@ SCREENSHOT = ROOT / "docs" / "copilotkit.png"
 CHROMIUM = Path("/usr/bin/chromium")
 #: What the example's page is built from: when one is newer than the build, it is rebuilt.
 EXAMPLE_SOURCES = ("src", "index.html", "build.mjs", "package-lock.json")
-#: The models run in both wirings: reasoning in a field, in tags, with text tool calls, none.
+#: The models run in both wirings: reasoning in either field, in tags, in both (deepseek-legacy),
+#: signed (OpenRouter), in harmony channels; tool calls as calls or as text; no reasoning at all.
 MODELS = (
     "scripted-reasoning-content",
+    "scripted-reasoning",
     "scripted-think-tags",
+    "scripted-deepseek-legacy",
+    "scripted-openrouter",
     "scripted-hermes-text",
+    "scripted-harmony-text",
     "scripted-plain",
 )
 REASONING_FREE = ("scripted-plain",)
+#: Models whose reasoning comes signed: the signature must survive CopilotKit's history.
+SIGNED_REASONING = ("scripted-openrouter",)
 WIRINGS = ("runtime", "direct")
 TOOL_CALLS = [("get_weather", {"city": "Paris"}), ("change_background", {"color": "lightblue"})]
 
@@ -142,6 +149,9 @@ def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
                 assert "I will call get_weather" in calling.get("reasoning_content", ""), calling
             else:
                 assert "reasoning_content" not in calling, calling
+            if model in SIGNED_REASONING:
+                # REASONING_ENCRYPTED_VALUE, kept on CopilotKit's reasoning message, came back.
+                assert calling["reasoning_details"][-1].get("signature"), calling
         else:
             assert "reasoning_content" not in calling, calling
             answer = rest[3]

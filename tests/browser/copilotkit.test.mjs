@@ -51,7 +51,11 @@ let browser;
 let context;
 
 before(async () => {
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+  });
   context = await browser.newContext({ viewport: DESKTOP });
 });
 
@@ -76,9 +80,14 @@ async function openPage(wiring, model) {
   return { page, problems };
 }
 
+/** Types a message and sends it once CopilotChat takes it (through the runtime, the agent is
+ * known only when the runtime's /info has answered: until then the send button stays disabled
+ * and Enter does nothing). */
 async function send(page, text) {
-  await page.getByTestId("copilot-chat-textarea").fill(text);
-  await page.getByTestId("copilot-chat-textarea").press("Enter");
+  const input = page.getByTestId("copilot-chat-textarea");
+  await input.fill(text);
+  await page.waitForSelector("[data-testid=copilot-send-button]:not([disabled])");
+  await input.press("Enter");
 }
 
 /**
@@ -108,7 +117,11 @@ async function answered(page, problems, text) {
     );
   }
   const { errors } = await outcome.jsonValue();
-  assert.deepEqual(errors, [], `CopilotKit onError; page problems: ${JSON.stringify(problems, null, 1)}`);
+  assert.deepEqual(
+    errors,
+    [],
+    `CopilotKit onError; page problems: ${JSON.stringify(problems, null, 1)}`,
+  );
 }
 
 /**
@@ -117,8 +130,17 @@ async function answered(page, problems, text) {
  */
 const transcript = (page) =>
   page.$eval("[data-testid=copilot-message-list]", (list) =>
-    [...list.querySelectorAll("[data-testid=copilot-user-message], [data-message-id], [data-testid=copilot-assistant-message]")]
-      .filter((element) => !element.parentElement.closest("[data-message-id], [data-testid=copilot-assistant-message]"))
+    [
+      ...list.querySelectorAll(
+        "[data-testid=copilot-user-message], [data-message-id], [data-testid=copilot-assistant-message]",
+      ),
+    ]
+      .filter(
+        (element) =>
+          !element.parentElement.closest(
+            "[data-message-id], [data-testid=copilot-assistant-message]",
+          ),
+      )
       .map((element) => {
         if (element.dataset.testid === "copilot-user-message") {
           return { kind: "user", text: element.innerText.trim() };
@@ -131,7 +153,9 @@ const transcript = (page) =>
             result: card.querySelector("[data-testid=tool-result]")?.textContent,
           }));
           const copy = element.cloneNode(true);
-          for (const part of copy.querySelectorAll("[data-testid=tool-card], [data-testid=copilot-assistant-toolbar]")) {
+          for (const part of copy.querySelectorAll(
+            "[data-testid=tool-card], [data-testid=copilot-assistant-toolbar]",
+          )) {
             part.remove();
           }
           return { kind: "assistant", tools, text: copy.textContent.trim() };
@@ -157,7 +181,9 @@ async function checkClean(page, problems) {
 async function saveScreenshot(page) {
   await mkdir(ARTIFACTS_DIR, { recursive: true });
   // Open the first thinking block, to show what it holds.
-  const firstThought = page.locator("[data-message-id] button", { hasText: /^Thought for/ }).first();
+  const firstThought = page
+    .locator("[data-message-id] button", { hasText: /^Thought for/ })
+    .first();
   await firstThought.click();
   assert.equal(await firstThought.getAttribute("aria-expanded"), "true");
   await page.waitForTimeout(400); // the block's opening transition
@@ -171,7 +197,10 @@ for (const wiring of WIRINGS) {
       test(`${model}: reasoning, two frontend tools, the answer, a second turn`, async () => {
         const { page, problems } = await openPage(wiring, model);
         try {
-          assert.match(await page.getByTestId("wiring").innerText(), new RegExp(`wiring ${wiring} · model ${model}`));
+          assert.match(
+            await page.getByTestId("wiring").innerText(),
+            new RegExp(`wiring ${wiring} · model ${model}`),
+          );
 
           // Turn 1: the model reasons, calls both tools at once; the page runs them and
           // CopilotKit's follow-up run brings the answer quoting their results.
@@ -183,10 +212,17 @@ for (const wiring of WIRINGS) {
             { name: "get_weather", args: { city: "Paris" } },
             { name: "change_background", args: { color: "lightblue" } },
           ]);
-          assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), LIGHTBLUE);
+          assert.equal(
+            await page.evaluate(() => getComputedStyle(document.body).backgroundColor),
+            LIGHTBLUE,
+          );
 
           const first = await transcript(page);
-          assert.deepEqual(first.map((entry) => entry.kind), expectedKinds(model, 1), JSON.stringify(first, null, 1));
+          assert.deepEqual(
+            first.map((entry) => entry.kind),
+            expectedKinds(model, 1),
+            JSON.stringify(first, null, 1),
+          );
           assert.equal(first[0].text, TOOLS_PROMPT);
           for (const entry of first.filter((e) => e.kind === "reasoning")) {
             assert.match(entry.header, /^Thought for /);
@@ -206,19 +242,31 @@ for (const wiring of WIRINGS) {
           assert.deepEqual(background, { background: "lightblue" });
           assert.deepEqual(answer.tools, []);
           for (const tool of toolMessage.tools) {
-            assert.ok(answer.text.includes(`${tool.name}: “${tool.result}”`), `the answer quotes ${tool.name}'s result: ${answer.text}`);
+            assert.ok(
+              answer.text.includes(`${tool.name}: “${tool.result}”`),
+              `the answer quotes ${tool.name}'s result: ${answer.text}`,
+            );
           }
 
           if (!REASONING_FREE.has(model)) {
             // The reasoning text itself, in the first (folded) block once opened.
-            const block = page.locator("[data-message-id]", { has: page.locator("button", { hasText: /^Thought for/ }) }).first();
+            const block = page
+              .locator("[data-message-id]", {
+                has: page.locator("button", { hasText: /^Thought for/ }),
+              })
+              .first();
             await block.locator("button").click();
             await assert.doesNotReject(
-              block.getByText("I will call get_weather (city Paris) and change_background (color lightblue)").waitFor({ timeout: 5_000 }),
+              block
+                .getByText(
+                  "I will call get_weather (city Paris) and change_background (color lightblue)",
+                )
+                .waitFor({ timeout: 5_000 }),
             );
             await block.locator("button").click();
           }
-          if (wiring === SCREENSHOT_CASE.wiring && model === SCREENSHOT_CASE.model) await saveScreenshot(page);
+          if (wiring === SCREENSHOT_CASE.wiring && model === SCREENSHOT_CASE.model)
+            await saveScreenshot(page);
 
           // Turn 2: the whole history (reasoning, tool calls and results) goes back; the scripted
           // model, asked nothing a tool does, answers in text. test_copilotkit.py checks what the
@@ -226,9 +274,17 @@ for (const wiring of WIRINGS) {
           await send(page, thanks(wiring));
           await answered(page, problems, `You asked about ${thanks(wiring)}`);
           const second = await transcript(page);
-          assert.deepEqual(second.map((entry) => entry.kind), expectedKinds(model, 2), JSON.stringify(second, null, 1));
+          assert.deepEqual(
+            second.map((entry) => entry.kind),
+            expectedKinds(model, 2),
+            JSON.stringify(second, null, 1),
+          );
           assert.deepEqual(second.slice(0, first.length), first, "the first turn stays as it was");
-          assert.equal((await page.evaluate(() => window.toolCalls)).length, 2, "no tool ran again");
+          assert.equal(
+            (await page.evaluate(() => window.toolCalls)).length,
+            2,
+            "no tool ran again",
+          );
 
           await checkClean(page, problems);
         } finally {
