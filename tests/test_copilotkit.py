@@ -105,6 +105,19 @@ def test_copilotkit_example_in_chromium() -> None:
         shutil.copyfile(ARTIFACTS / "copilotkit.png", SCREENSHOT)
 
 
+def test_copilotkit_example_typechecks() -> None:
+    """The example's TypeScript against CopilotKit's and React's own types (esbuild checks none)."""
+    _require_node()
+    _install(EXAMPLE, EXAMPLE / "node_modules" / "typescript" / "package.json")
+    run(
+        [_require("npm"), "run", "typecheck"],
+        cwd=EXAMPLE,
+        env=None,
+        timeout=120,
+        what="npm run typecheck",
+    )
+
+
 def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
     """Per wiring, three requests: the question, the tool loop's follow-up, the second turn."""
     reasons = model not in REASONING_FREE

@@ -1,0 +1,2 @@
+// Stylesheets imported for esbuild to bundle.
+declare module "*.css";
