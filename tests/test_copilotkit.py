@@ -71,7 +71,8 @@ def test_copilotkit_example_in_chromium() -> None:
     app_port = free_port()
     app_origin = f"http://127.0.0.1:{app_port}"
     with (
-        scripted_stack(cors_origins=(app_origin,)) as stack,
+        # Every turn's reasoning goes upstream, so the second turn shows what CopilotKit sent back.
+        scripted_stack(cors_origins=(app_origin,), reasoning_scope="all") as stack,
         _example_server(stack, app_port),
     ):
         env = {
@@ -155,20 +156,20 @@ def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
         weather, background = (json.loads(r["content"]) for r in results)
         assert weather["city"] == "Paris"
         assert background == {"background": "lightblue"}
-        if request in follow_ups:
-            # The reasoning CopilotKit kept goes back with the turn's tool calls (current-turn
-            # scope: only until the next user message).
-            if reasons:
-                assert "I will call get_weather" in calling.get("reasoning_content", ""), calling
-            else:
-                assert "reasoning_content" not in calling, calling
-            if model in SIGNED_REASONING:
-                # REASONING_ENCRYPTED_VALUE, kept on CopilotKit's reasoning message, came back.
-                assert calling["reasoning_details"][-1].get("signature"), calling
+        # The reasoning CopilotKit kept goes back on the message it preceded, in the tool loop's
+        # follow-up and in the next turn.
+        if reasons:
+            assert "I will call get_weather" in calling.get("reasoning_content", ""), calling
         else:
             assert "reasoning_content" not in calling, calling
+        if model in SIGNED_REASONING:
+            # REASONING_ENCRYPTED_VALUE, kept on CopilotKit's reasoning message, came back.
+            assert calling["reasoning_details"][-1].get("signature"), calling
+        if request in second_turns:
             answer = rest[3]
             assert answer["content"].startswith("Here is what the tools returned"), answer
+            if reasons:
+                assert "I will answer with what they said" in answer["reasoning_content"], answer
 
 
 def _roles(request: dict[str, Any]) -> list[str]:
@@ -177,7 +178,8 @@ def _roles(request: dict[str, Any]) -> list[str]:
 
 @contextmanager
 def _example_server(stack: Stack, port: int) -> Iterator[None]:
-    """``npm start`` in examples/copilotkit on ``port``, its agent the stack's bridge."""
+    """The example's server (``server.mjs``, what ``npm start`` runs) on ``port``, its agent the
+    stack's bridge."""
     env = {
         **os.environ,
         "PORT": str(port),
