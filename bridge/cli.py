@@ -146,6 +146,7 @@ def _config(
         include_state=args.include_state,
         include_usage=not args.no_usage,
         upstream_stream=args.upstream_stream == "on",
+        upstream_transport=args.upstream_transport,
         upstream_api=args.upstream_api,
         responses_store=args.responses_store,
         retries=args.retries,

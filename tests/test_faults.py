@@ -159,8 +159,9 @@ class Run:
         )
 
 
-def _config(upstream_url: str) -> BridgeConfig:
+def _config(upstream_url: str, transport: Any = "aiohttp") -> BridgeConfig:
     return BridgeConfig(
+        upstream_transport=transport,
         upstream_url=upstream_url,
         model=SERVED[0],
         models=SERVED,
@@ -173,13 +174,14 @@ def _config(upstream_url: str) -> BridgeConfig:
     )
 
 
-@pytest.fixture(scope="module")
-def faults() -> Iterator[Faults]:
+# Every fault through both upstream transports: the same RUN_ERROR codes and messages.
+@pytest.fixture(scope="module", params=["aiohttp", "httpx"])
+def faults(request: pytest.FixtureRequest) -> Iterator[Faults]:
     with (
         faulty_upstream() as upstream,
         refusing_upstream() as nowhere,
-        serve(create_app(_config(upstream.url))) as bridge_url,
-        serve(create_app(_config(nowhere))) as refused_url,
+        serve(create_app(_config(upstream.url, request.param))) as bridge_url,
+        serve(create_app(_config(nowhere, request.param))) as refused_url,
     ):
         yield Faults(upstream, bridge_url, refused_url)
 
@@ -225,7 +227,7 @@ def assert_ends_once(result: Run, code: str | None) -> None:
 
 def assert_readable(message: str) -> None:
     assert message.strip() and len(message) <= MAX_MESSAGE_CHARS, message
-    for junk in ("<class", "Traceback", "object at 0x", "httpx", "httpcore", "\n"):
+    for junk in ("<class", "Traceback", "object at 0x", "httpx", "httpcore", "aiohttp", "\n"):
         assert junk not in message, message
 
 

@@ -247,15 +247,18 @@ class Resources:
 
 def resources(stack: Stack) -> Resources:
     def in_bridge_loop() -> tuple[int, int, int, int, int]:
-        pool = stack.probe.bridge.upstream._client._transport._pool  # type: ignore[attr-defined]
-        connections = pool.connections
-        return (
-            len(asyncio.all_tasks()),
-            len(connections),
-            sum(not c.is_idle() for c in connections),
-            len(pool._requests),
-            stack.probe.bridge.active_runs,
-        )
+        transport = stack.probe.bridge.upstream._client._transport
+        tasks, active = len(asyncio.all_tasks()), stack.probe.bridge.active_runs
+        if hasattr(transport, "_pool"):  # httpx's own transport (httpcore's pool)
+            connections = transport._pool.connections
+            busy = sum(not c.is_idle() for c in connections)
+            return tasks, len(connections), busy, len(transport._pool._requests), active
+        # aiohttp's connector (the default): idle keep-alive connections, acquired ones, waiters
+        connector = transport.client.connector
+        idle = sum(len(conns) for conns in connector._conns.values())
+        busy = len(connector._acquired)
+        waiting = sum(len(waiters) for waiters in connector._waiters.values())
+        return tasks, idle + busy, busy, waiting, active
 
     tasks, pooled, busy, waiting, active = stack.probe.call(in_bridge_loop)
     return Resources(

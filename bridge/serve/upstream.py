@@ -27,6 +27,7 @@ from bridge.core.errors import (
 )
 from bridge.serve.sse import chunk_from_sse, without_lone_surrogates
 from bridge.serve.stream import READ_BURST
+from bridge.serve.transport import TRANSPORT_ERRORS, client_class, failure_kind
 
 # An error body is read for its message only; a server sending megabytes of HTML is cut off.
 _MAX_ERROR_BODY = 64 * 1024
@@ -44,7 +45,7 @@ class UpstreamClient:
         headers = {"Accept": "text/event-stream, application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
-        self._client = httpx.AsyncClient(
+        self._client = client_class(config.upstream_transport)(
             headers=headers,
             timeout=httpx.Timeout(
                 connect=config.connect_timeout,
@@ -95,7 +96,7 @@ class UpstreamClient:
                     f"the upstream answered with {content_type or 'no content type'!r}, "
                     "not an event stream"
                 )
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise self._translate(exc) from exc
         finally:
             await response.aclose()
@@ -109,17 +110,10 @@ class UpstreamClient:
                 response = await self._client.send(
                     self._client.build_request("POST", url, json=body), stream=True
                 )
-            except httpx.HTTPError as exc:
+            except TRANSPORT_ERRORS as exc:
                 # Nothing of an answer was received: a dropped connection (a pooled keep-alive
                 # connection the server had closed, say) is as retryable as a refused one.
-                retryable = isinstance(
-                    exc,
-                    httpx.ConnectError
-                    | httpx.ConnectTimeout
-                    | httpx.RemoteProtocolError
-                    | httpx.ReadError
-                    | httpx.WriteError,
-                )
+                retryable = failure_kind(exc) in ("connect", "connect_timeout", "closed")
                 if not retryable or attempt >= self._config.retries:
                     raise self._translate(exc, answering=False) from exc
                 await anyio.sleep(self._backoff(attempt))
@@ -129,7 +123,7 @@ class UpstreamClient:
                 return response
             try:
                 error = await self._http_error(response)
-            except httpx.HTTPError as exc:
+            except TRANSPORT_ERRORS as exc:
                 raise self._translate(exc) from exc
             finally:
                 await response.aclose()
@@ -161,7 +155,7 @@ class UpstreamClient:
                 )
                 data = response.json().get("data", []) if response.status_code == 200 else []
                 ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
-            except (httpx.HTTPError, ValueError, AttributeError):
+            except (*TRANSPORT_ERRORS, ValueError, AttributeError):
                 pass
             self._models = (now, ids)
         return self._models[1]
@@ -174,7 +168,7 @@ class UpstreamClient:
             try:
                 response = await self._client.get(f"{origin}/props", timeout=5.0)
                 data = response.json() if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
+            except (*TRANSPORT_ERRORS, ValueError):
                 data = None
             self._props = data if isinstance(data, dict) else None
         return self._props
@@ -194,23 +188,24 @@ class UpstreamClient:
             message = f"{message} (the upstream asks to retry after {retry_after:.0f} s)"
         return UpstreamHTTPError(response.status_code, message, body=body, retry_after=retry_after)
 
-    def _translate(self, exc: httpx.HTTPError, *, answering: bool = True) -> BridgeError:
-        if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+    def _translate(self, exc: BaseException, *, answering: bool = True) -> BridgeError:
+        kind = failure_kind(exc)
+        if kind == "connect_timeout":
             return UpstreamTimeoutError(
                 f"could not connect to the upstream at {self._where} within "
                 f"{self._config.connect_timeout:g} s"
             )
-        if isinstance(exc, httpx.TimeoutException):
+        if kind == "read_timeout":
             return UpstreamTimeoutError(
                 f"the upstream at {self._where} sent nothing for {self._config.idle_timeout:g} s"
             )
-        if isinstance(exc, httpx.ConnectError):
+        if kind == "connect":
             return UpstreamConnectionError(f"could not connect to the upstream at {self._where}")
-        if not answering and isinstance(exc, httpx.TransportError):
+        if kind == "closed" and not answering:
             return UpstreamConnectionError(
                 f"the upstream at {self._where} closed the connection without answering"
             )
-        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        if kind == "closed":
             return UpstreamTruncatedError(
                 f"the upstream at {self._where} closed the connection mid-answer"
             )

@@ -1,0 +1,115 @@
+"""The upstream client's transport: httpx's API over aiohttp's HTTP/1.1 (``httpx-aiohttp``).
+
+Why: under real load every token is one network read from the upstream, and reading one small
+SSE frame costs about three times as much CPU through httpx's own transport (httpcore, h11 and
+anyio, with a cancel scope per read) as through aiohttp's (benchmarks/concurrency.py; the openai
+SDK offers the same swap for the same reason). The bridge keeps httpx's API, httpx-sse and its
+own error classification; ``--upstream-transport httpx`` goes back to httpx's transport.
+
+What this module adds to ``httpx-aiohttp``: aiohttp's connection cap lifted as httpx's
+``max_connections=None`` asks (aiohttp's default caps at 100 connections, which would queue the
+101st stream), the same transport for proxies from the environment, and ``failure_kind``, which
+reads what failed from the transport's own exception (httpx-aiohttp maps some aiohttp errors to
+httpx's coarsely: a refused connection becomes ``ConnectTimeout``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from bridge.config import UpstreamTransport
+
+FailureKind = Literal["connect_timeout", "read_timeout", "connect", "closed", "other"]
+"""What went wrong on the wire: not connected in time, silent too long, could not connect, the
+connection closed (or broke) under us, or anything else."""
+
+#: Everything a transport raises for a failure on the wire.
+TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, asyncio.TimeoutError)
+
+
+_LIMITS = httpx.Limits()
+
+
+class _AiohttpTransport(AiohttpTransport):
+    def get_client(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            limit=self.limits.max_connections or 0,  # 0: no cap, as httpx's None
+            keepalive_timeout=self.limits.keepalive_expiry,
+            ssl=self.ssl_context,
+        )
+        # aiohttp stops reading a response when its buffer passes twice this: 64 KiB held per
+        # stream at most, as httpx's transport holds (a slow client slows the upstream).
+        return aiohttp.ClientSession(connector=connector, read_bufsize=32 * 1024)
+
+
+class AiohttpClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` whose transports (direct and for proxies) are aiohttp's."""
+
+    def _init_transport(
+        self,
+        verify: Any = True,
+        cert: Any = None,
+        trust_env: bool = True,
+        http1: bool = True,
+        http2: bool = False,
+        limits: httpx.Limits = _LIMITS,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **kwargs: Any,
+    ) -> httpx.AsyncBaseTransport:
+        if transport is not None:
+            return transport
+        return _AiohttpTransport(verify=verify, cert=cert, trust_env=trust_env, limits=limits)
+
+    def _init_proxy_transport(
+        self,
+        proxy: httpx.Proxy,
+        verify: Any = True,
+        cert: Any = None,
+        trust_env: bool = True,
+        http1: bool = True,
+        http2: bool = False,
+        limits: httpx.Limits = _LIMITS,
+        **kwargs: Any,
+    ) -> httpx.AsyncBaseTransport:
+        return _AiohttpTransport(
+            verify=verify, cert=cert, trust_env=trust_env, limits=limits, proxy=proxy
+        )
+
+
+def client_class(transport: UpstreamTransport) -> type[httpx.AsyncClient]:
+    return AiohttpClient if transport == "aiohttp" else httpx.AsyncClient
+
+
+def failure_kind(exc: BaseException) -> FailureKind:
+    """What failed, from httpx's exception or the aiohttp exception behind it."""
+    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ else exc
+    if isinstance(cause, aiohttp.ClientError | asyncio.TimeoutError):
+        return _aiohttp_kind(cause)
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return "connect_timeout"
+    if isinstance(exc, httpx.TimeoutException):
+        return "read_timeout"
+    if isinstance(exc, httpx.ConnectError):
+        return "connect"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "closed"
+    return "other"
+
+
+def _aiohttp_kind(exc: BaseException) -> FailureKind:
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "connect_timeout"
+    if isinstance(exc, aiohttp.ServerTimeoutError | asyncio.TimeoutError):
+        return "read_timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect"
+    if isinstance(
+        exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError
+    ):
+        return "closed"
+    return "other"

@@ -1,0 +1,136 @@
+"""Issue 15: the aiohttp transport under httpx's API keeps what httpx's gave: error codes (see
+tests/test_faults.py, run through both transports), the proxy environment variables, TLS
+verification, no cap on connections, a bounded read buffer (tests/test_resilience.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+import httpx
+import pytest
+
+from bridge.serve.app import create_app
+from bridge.serve.transport import AiohttpClient, failure_kind
+from bridge.serve.upstream import UpstreamClient
+from servers import post, run_input, scripted_config, scripted_stack, serve
+
+
+def _wrapped(cause: BaseException, outer: type[httpx.HTTPError] = httpx.ConnectTimeout) -> Any:
+    # httpx-aiohttp raises an httpx error "from" the aiohttp one, sometimes the wrong kind.
+    error = outer("wrapped")
+    error.__cause__ = cause
+    return error
+
+
+class _Key:
+    host, port, is_ssl, ssl, proxy, proxy_auth, proxy_headers_hash = (
+        "h",
+        1,
+        False,
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (_wrapped(aiohttp.ClientConnectorError(_Key(), OSError(111, "refused"))), "connect"),  # type: ignore[arg-type]
+        (_wrapped(aiohttp.ConnectionTimeoutError()), "connect_timeout"),
+        (_wrapped(aiohttp.SocketTimeoutError(), httpx.ReadTimeout), "read_timeout"),
+        (_wrapped(aiohttp.ServerDisconnectedError()), "closed"),
+        (_wrapped(aiohttp.ClientPayloadError("cut"), httpx.ReadError), "closed"),
+        (aiohttp.ClientOSError(104, "reset"), "closed"),
+        (TimeoutError(), "read_timeout"),
+        (httpx.ConnectError("refused"), "connect"),
+        (httpx.ConnectTimeout("slow"), "connect_timeout"),
+        (httpx.ReadTimeout("silent"), "read_timeout"),
+        (httpx.RemoteProtocolError("cut"), "closed"),
+        (httpx.UnsupportedProtocol("ftp"), "other"),
+    ],
+)
+def test_failure_kind_reads_the_transports_own_exception(exc: BaseException, kind: str) -> None:
+    assert failure_kind(exc) == kind
+
+
+async def _client_facts(client: UpstreamClient) -> tuple[int, ssl.SSLContext, int]:
+    transport = client._client._transport
+    session = transport.get_client()  # type: ignore[attr-defined]
+    try:
+        return session.connector.limit, transport.ssl_context, session._read_bufsize  # type: ignore[attr-defined,union-attr]
+    finally:
+        await session.close()
+
+
+def test_no_connection_cap_and_tls_verified() -> None:
+    client = UpstreamClient(scripted_config("https://127.0.0.1:9"))
+    assert isinstance(client._client, AiohttpClient)
+    limit, context, bufsize = asyncio.run(_client_facts(client))
+    asyncio.run(client.aclose())
+    assert limit == 0  # aiohttp's default would queue the 101st stream
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert bufsize == 32 * 1024
+
+
+@contextlib.contextmanager
+def forward_proxy() -> Iterator[tuple[str, list[str]]]:
+    """A plain HTTP forward proxy on loopback that notes each request line it forwards."""
+    seen: list[str] = []
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    port = 0
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        method, target, version = head.split(b"\r\n", 1)[0].decode().split(" ")
+        seen.append(f"{method} {target}")
+        url = httpx.URL(target)
+        up_reader, up_writer = await asyncio.open_connection(url.host, url.port)
+        rest = head.split(b"\r\n", 1)[1]
+        up_writer.write(f"{method} {url.raw_path.decode()} {version}\r\n".encode() + rest)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def start() -> None:
+        nonlocal port
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        ready.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(start(), loop)
+    ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{port}", seen
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_the_proxy_environment_is_honoured(transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with forward_proxy() as (proxy_url, seen), scripted_stack() as stack:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        config = replace(stack.config, upstream_transport=transport)  # type: ignore[arg-type]
+        with serve(create_app(config)) as bridge:
+            frames = post(f"{bridge}/", run_input())
+    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert any(line.startswith(f"POST {stack.upstream_url}/v1/chat/completions") for line in seen)
