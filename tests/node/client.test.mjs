@@ -195,6 +195,9 @@ async function run(agent, params) {
   assert.equal(seen.finished.length, 1, `expected one RUN_FINISHED; events on the wire: ${wire()}`);
   // 0.0.52 hands subscribers no outcome at all; 0.0.59 and 1.0 say "success".
   assert.ok([undefined, "success"].includes(seen.finished[0].outcome));
+  // Token usage reaches every line's subscribers on RUN_FINISHED (the scripted model reports it).
+  const usage = seen.finished[0].event.usage;
+  assert.ok(usage?.[0]?.outputTokens > 0, `no usage on RUN_FINISHED: ${JSON.stringify(usage)}`);
   assertProtocol(agent);
   return { ...seen, result: captured.value, types: seen.events.map((event) => event.type) };
 }
