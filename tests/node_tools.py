@@ -39,3 +39,20 @@ def run(
     if done.returncode != 0:
         pytest.fail(f"{what} exited with {done.returncode}:\n{done.stdout}", pytrace=False)
     return done.stdout
+
+
+def require_node(why: str) -> str:
+    """The ``node`` program, version 20 or newer (a test failure otherwise)."""
+    node = require("node", why)
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    if int(version.stdout.strip().lstrip("v").split(".")[0]) < 20:
+        pytest.fail(f"Node.js 20 or newer is needed, not {version.stdout}: {why}", pytrace=False)
+    return node
+
+
+def npm_install(directory: Path, marker: Path, why: str) -> None:
+    """``npm ci`` in ``directory`` unless ``marker`` (a file npm installs) is there already."""
+    if marker.is_file():
+        return
+    npm = require("npm", why)
+    run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=600, what="npm ci")

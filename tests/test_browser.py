@@ -27,8 +27,11 @@ from typing import IO
 import httpx
 import pytest
 
-from node_tools import require, run
+from node_tools import npm_install, require, require_node, run
 from servers import free_port
+
+WHY = "the browser tests need Node.js 20 or newer with npm, and Chromium (`.ci/run` installs Chromium)"
+
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB_DEMO = ROOT / "web-demo"
@@ -47,7 +50,7 @@ AUTH_TOKEN_VARIABLE = "AGUI_BRIDGE_AUTH_TOKEN"
 
 
 def test_demo_page_in_chromium() -> None:
-    node = _require_node()
+    node = require_node(WHY)
     if not CHROMIUM.is_file():
         pytest.fail(
             f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
@@ -55,7 +58,7 @@ def test_demo_page_in_chromium() -> None:
             pytrace=False,
         )
     _build_web_demo()
-    _install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
     for name in SCREENSHOTS:
         (ARTIFACTS / name).unlink(missing_ok=True)
 
@@ -162,7 +165,7 @@ def _build_web_demo() -> None:
         built.stat().st_mtime
     ):
         return
-    _install(WEB_DEMO, WEB_DEMO / "node_modules" / "esbuild" / "package.json")
+    _npm_install(WEB_DEMO, WEB_DEMO / "node_modules" / "esbuild" / "package.json")
     run(
         [_require("npm"), "run", "build"], cwd=WEB_DEMO, env=None, timeout=300, what="npm run build"
     )
@@ -177,23 +180,8 @@ def _newest(paths: Iterator[Path]) -> float:
     )
 
 
-def _install(directory: Path, marker: Path) -> None:
-    """``npm ci`` in ``directory`` unless ``marker`` (a file npm installs) is there already."""
-    if marker.is_file():
-        return
-    npm = _require("npm")
-    run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=300, what="npm ci")
-
-
-def _require_node() -> str:
-    node = _require("node")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
-    major = int(version.stdout.strip().lstrip("v").split(".")[0])
-    if major < 20:
-        pytest.fail(
-            f"the browser tests need Node.js 20 or newer, not {version.stdout}", pytrace=False
-        )
-    return node
+def _npm_install(directory: Path, marker: Path) -> None:
+    npm_install(directory, marker, WHY)
 
 
 def _require(program: str) -> str:

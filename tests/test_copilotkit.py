@@ -26,8 +26,11 @@ from typing import Any
 import httpx
 import pytest
 
-from node_tools import require, run
+from node_tools import npm_install, require, require_node, run
 from servers import ASK_TOOLS, Stack, free_port, scripted_stack
+
+WHY = "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium"
+
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "copilotkit"
@@ -57,7 +60,7 @@ TOOL_CALLS = [("get_weather", {"city": "Paris"}), ("change_background", {"color"
 
 
 def test_copilotkit_example_in_chromium() -> None:
-    node = _require_node()
+    node = require_node(WHY)
     if not CHROMIUM.is_file():
         pytest.fail(
             f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
@@ -65,7 +68,7 @@ def test_copilotkit_example_in_chromium() -> None:
             pytrace=False,
         )
     _build_example()
-    _install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
     (ARTIFACTS / "copilotkit.png").unlink(missing_ok=True)
 
     app_port = free_port()
@@ -108,8 +111,8 @@ def test_copilotkit_example_in_chromium() -> None:
 
 def test_copilotkit_example_typechecks() -> None:
     """The example's TypeScript against CopilotKit's and React's own types (esbuild checks none)."""
-    _require_node()
-    _install(EXAMPLE, EXAMPLE / "node_modules" / "typescript" / "package.json")
+    require_node(WHY)
+    _npm_install(EXAMPLE, EXAMPLE / "node_modules" / "typescript" / "package.json")
     run(
         [_require("npm"), "run", "typecheck"],
         cwd=EXAMPLE,
@@ -191,7 +194,7 @@ def _example_server(stack: Stack, port: int) -> Iterator[None]:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with (ARTIFACTS / "copilotkit-server.log").open("w+b") as log:
         process = subprocess.Popen(
-            [_require_node(), "server.mjs"],
+            [require_node(WHY), "server.mjs"],
             cwd=EXAMPLE,
             env=env,
             stdout=log,
@@ -242,25 +245,13 @@ def _build_example() -> None:
     ]
     if built.is_file() and max(f.stat().st_mtime for f in sources) <= built.stat().st_mtime:
         return
-    _install(EXAMPLE, EXAMPLE / "node_modules" / "esbuild" / "package.json")
+    _npm_install(EXAMPLE, EXAMPLE / "node_modules" / "esbuild" / "package.json")
     npm = _require("npm")
     run([npm, "run", "build"], cwd=EXAMPLE, env=None, timeout=300, what="npm run build")
 
 
-def _install(directory: Path, marker: Path) -> None:
-    """``npm ci`` in ``directory`` unless ``marker`` (a file npm installs) is there already."""
-    if marker.is_file():
-        return
-    npm = _require("npm")
-    run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=600, what="npm ci")
-
-
-def _require_node() -> str:
-    node = _require("node")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
-    if int(version.stdout.strip().lstrip("v").split(".")[0]) < 20:
-        pytest.fail(f"the CopilotKit test needs Node.js 20 or newer, not {version.stdout}")
-    return node
+def _npm_install(directory: Path, marker: Path) -> None:
+    npm_install(directory, marker, WHY)
 
 
 def _require(program: str) -> str:

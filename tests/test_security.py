@@ -232,6 +232,9 @@ def test_sigterm_refuses_new_runs_and_ends_running_ones_with_shutting_down() -> 
         with httpx.stream("POST", url, json=run_input(), timeout=30) as running:
             lines = running.iter_lines()
             assert "RUN_STARTED" in next(line for line in lines if line)
+            # A running run is one the model is answering: RUN_STARTED goes out before the
+            # upstream is even asked (and in the demo the upstream is this same server).
+            assert "_CONTENT" in next(line for line in lines if "_CONTENT" in line)
             signalled = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.3)
