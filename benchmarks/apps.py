@@ -42,6 +42,7 @@ from bridge.serve.app import create_app
 UPSTREAM_URL_ENV = "BENCH_UPSTREAM_URL"
 MAX_RUNS_ENV = "BENCH_MAX_RUNS"
 PROFILE_OUT_ENV = "BENCH_PROFILE_OUT"
+TRANSPORT_ENV = "BENCH_UPSTREAM_TRANSPORT"  # the bridge's --upstream-transport
 MODEL = "bench-model-8b"
 VARIANTS = ("content", "mixed")
 #: The fast upstream's default write size: in blocks of frames it is never what limits the
@@ -216,6 +217,7 @@ def bridge() -> Starlette:
         upstream_url=f"{os.environ[UPSTREAM_URL_ENV]}/v1",
         model=MODEL,
         max_concurrent_runs=int(os.environ.get(MAX_RUNS_ENV, "512")),
+        upstream_transport=os.environ.get(TRANSPORT_ENV, "aiohttp"),  # type: ignore[arg-type]
     )
     return create_app(config)
 

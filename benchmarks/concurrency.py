@@ -4,7 +4,9 @@ S streams (``--streams``, default 50, 200, 500 and 1000) at ``--rate`` tokens/s 
 20) from a paced upstream (``apps.upstream``) that writes its send time, ``time.time_ns()``,
 into every token's text. The client (one process, ``raw_http.post_raw``) notes when each token
 arrives: receive time minus send time is the token's latency (one machine, one clock), through
-the bridge and, as the baseline, through the pass-through proxy; ``direct`` reads the upstream
+the bridge (``bridge``: its default aiohttp transport; ``bridge-httpx``: ``--upstream-transport
+httpx``, the transport before issue 15) and, as the baseline, through the pass-through proxy
+(Starlette over httpx ``aiter_raw``, nothing parsed); ``direct`` reads the upstream
 itself (the floor of this setup: two processes and the machine's scheduling). Streams open
 spread over ``--ramp`` seconds and all end together; latencies count for tokens sent in the
 steady window (every stream open, ``--duration`` seconds less a settling second), when the
@@ -57,7 +59,12 @@ TARGET_PROXY_RATIO = 0.5
 
 _TIMESTAMP = re.compile(re.escape(apps.TIMESTAMP_PREFIX) + rb"(\d{19})")
 _KEEP = len(apps.TIMESTAMP_PREFIX) + 18  # a tail that may hold the start of a split timestamp
-_ENDS = {"bridge": b"RUN_FINISHED", "proxy": b"[DONE]", "direct": b"[DONE]"}
+_ENDS = {
+    "bridge": b"RUN_FINISHED",
+    "bridge-httpx": b"RUN_FINISHED",
+    "proxy": b"[DONE]",
+    "direct": b"[DONE]",
+}
 
 
 @dataclass(kw_only=True)
@@ -213,9 +220,16 @@ def measure(
     for streams in levels:
         upstream = Spec(factory="upstream")
         env = {apps.UPSTREAM_URL_ENV: upstream.url, apps.MAX_RUNS_ENV: str(streams + 16)}
-        specs = (upstream, Spec(factory="bridge", env=env), Spec(factory="proxy", env=env))
-        with harness.serve(*specs, stack=stack) as (upstream_server, bridge, proxy):
-            for path, server in (("bridge", bridge), ("proxy", proxy), ("direct", upstream_server)):
+        httpx_env = {**env, apps.TRANSPORT_ENV: "httpx"}
+        specs = (
+            upstream,
+            Spec(factory="bridge", env=env),
+            Spec(factory="bridge", env=httpx_env),
+            Spec(factory="proxy", env=env),
+        )
+        with harness.serve(*specs, stack=stack) as (upstream_server, bridge, old, proxy):
+            paths = [("bridge", bridge), ("bridge-httpx", old), ("proxy", proxy)]
+            for path, server in [*paths, ("direct", upstream_server)]:
                 level = _level(path, server, upstream_server, streams, rate, duration, ramp)
                 results.append(harness.run_client(level))
     config = {
@@ -284,7 +298,7 @@ def _cpu_row(
     proxy = next(
         (r for r in results if r["path"] == "proxy" and r["streams"] == result["streams"]), None
     )
-    if result["path"] == "bridge" and proxy and proxy["cpu_us_per_token"]:
+    if result["path"].startswith("bridge") and proxy and proxy["cpu_us_per_token"]:
         ratio = us / proxy["cpu_us_per_token"]
         value += f" ({ratio:.2f}x the proxy)"
         target = f"≤ {TARGET_US_PER_TOKEN:g} µs, ≤ {TARGET_PROXY_RATIO:g}x"
