@@ -5,12 +5,16 @@ The CLI and environment variables only map onto it; nothing deeper reads ``os.en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
 from bridge.core.translate import TranslateOptions
+
+#: An MCP server's name: the prefix of its tools' names (``NAME__tool``).
+_MCP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
 
 #: In ``models``: every model the upstream lists.
 ANY_UPSTREAM_MODEL = "*"
@@ -145,6 +149,20 @@ class BridgeConfig:
     (``@ag-ui/client`` 1.x sends ``"1.0"``; the 0.0.x clients, CopilotKit's among them, send
     none); ``1.0`` or ``0.0`` pins it for clients that announce nothing useful."""
 
+    mcp_servers: Mapping[str, str] = field(default_factory=dict)
+    """MCP servers whose tools the bridge runs itself, by name: a streamable HTTP URL
+    (``http://127.0.0.1:9000/mcp``) or a command line that speaks MCP on stdio
+    (``python examples/mcp_server.py``). Their tools are listed at start and offered to the
+    model as ``NAME__tool``. Needs the ``mcp`` extra (``pip install 'agui-bridge[mcp]'``)."""
+
+    tool_timeout: float = 30.0
+    """Seconds a server tool (a Python function or an MCP server's) may take; after that the
+    model is told it timed out."""
+
+    max_tool_rounds: int = 16
+    """Rounds of server tool calls in one run; a model still calling them after that ends
+    the run with RUN_ERROR ``tool_rounds_exceeded``."""
+
     def __post_init__(self) -> None:
         url = urlsplit(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.netloc:
@@ -172,6 +190,16 @@ class BridgeConfig:
             raise ValueError(f"upstream_api must be chat or responses, not {self.upstream_api!r}")
         if self.agui_protocol not in ("auto", "1.0", "0.0"):
             raise ValueError(f"agui_protocol must be auto, 1.0 or 0.0, not {self.agui_protocol!r}")
+        if self.tool_timeout <= 0 or self.max_tool_rounds < 1:
+            raise ValueError("tool_timeout must be positive and max_tool_rounds at least 1")
+        for name, target in self.mcp_servers.items():
+            if not _MCP_NAME.match(name) or "__" in name:
+                raise ValueError(
+                    f"MCP server name {name!r}: use letters, digits, '-' and single '_' "
+                    "(its tools are offered as NAME__tool)"
+                )
+            if not target.strip():
+                raise ValueError(f"MCP server {name!r}: give a URL or a command")
         if self.reasoning_scope not in ("current-turn", "all", "last"):
             raise ValueError(
                 f"reasoning_scope must be current-turn, all or last, not {self.reasoning_scope!r}"

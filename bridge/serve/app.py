@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -18,6 +18,7 @@ import anyio
 import httpx
 from ag_ui.core import (
     AgentCapabilities,
+    Message,
     IdentityCapabilities,
     MultimodalCapabilities,
     MultimodalInputCapabilities,
@@ -42,8 +43,10 @@ from bridge.core.errors import InvalidRunInputError
 from bridge.serve.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
-from bridge.serve.run import run_agent
+from bridge.serve.mcp_tools import McpServer, start_mcp_servers
+from bridge.serve.run import ToolLoop, run_agent
 from bridge.serve.stream import EventStreamResponse
+from bridge.serve.tools import ServerTools, python_tool
 from bridge.serve.upstream import UpstreamClient
 
 try:
@@ -56,7 +59,11 @@ class Bridge:
     """The app's state: its configuration and its one pooled upstream client."""
 
     def __init__(
-        self, config: BridgeConfig, *, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        config: BridgeConfig,
+        *,
+        tools: Sequence[Callable[..., Any]] = (),
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
         self._transport = transport
@@ -67,6 +74,27 @@ class Bridge:
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
         self.redactor = Redactor((config.api_key, config.auth_token))
         install_log_redaction(self.redactor)
+        self.tools = ServerTools(
+            [python_tool(tool) for tool in tools],
+            timeout=config.tool_timeout,
+            redact=self.redactor.redact,
+        )
+        self._mcp: list[McpServer] | None = None if config.mcp_servers else []
+        self._mcp_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Connect to the MCP servers and add their tools (once; the lifespan calls it, and the
+        first run does when the app is mounted where its lifespan does not run). Raises
+        ``ValueError`` when two server tools share a name."""
+        async with self._mcp_lock:
+            if self._mcp is not None:
+                return
+            self._mcp, tools = await start_mcp_servers(
+                self.config.mcp_servers,
+                timeout=self.config.tool_timeout,
+                connect_timeout=self.config.connect_timeout,
+            )
+            self.tools.add(tools)
 
     @property
     def upstream(self) -> UpstreamClient:
@@ -76,6 +104,8 @@ class Bridge:
         return self._upstream
 
     async def aclose(self) -> None:
+        for server in self._mcp or ():
+            await server.aclose()
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
@@ -94,12 +124,9 @@ class Bridge:
                     code="too_many_runs",
                 )
             run_input = await _read_run_input(request, self.config)
-            build = (
-                build_responses_request
-                if self.config.upstream_api == "responses"
-                else build_chat_request
-            )
-            body = build(run_input, self.config, await self._upstream_models())
+            await self.start()
+            loop = self._tool_loop(run_input, await self._upstream_models())
+            body = loop.build(run_input.messages)
         except ClientDisconnect:
             return Response(status_code=400)  # gone while sending its body: nobody to answer
         except InvalidRunInputError as exc:
@@ -109,7 +136,7 @@ class Bridge:
             return self.error_response(exc.status, exc.code, exc.message, headers=headers)
         self.active_runs += 1
         return EventStreamResponse(
-            self._frames(run_input, body),
+            self._frames(run_input, body, loop),
             keepalive_interval=self.config.keepalive_interval,
             stop=self._stop_runs,
             stop_frame=_SHUTDOWN_FRAME,
@@ -124,14 +151,45 @@ class Bridge:
             # call_soon_threadsafe: safe to schedule from inside a signal handler.
             loop.call_soon_threadsafe(loop.call_later, grace, self._stop_runs.set)
 
+    def _tool_loop(self, run_input: RunAgentInput, upstream_models: list[str]) -> ToolLoop:
+        """The run's server tools, offered beside the frontend's, and how to build each of its
+        requests (the first from the client's messages, the next with the turns since)."""
+        frontend = run_input.tools or []
+        taken = [tool.name for tool in frontend if tool.name in self.tools]
+        if taken:
+            raise InvalidRunInputError(
+                f"the frontend's tool {taken[0]!r} has the name of a server tool of this bridge"
+            )
+        offered = run_input.model_copy(
+            update={"tools": [*frontend, *self.tools.definitions()]}
+        )
+        build_request = (
+            build_responses_request
+            if self.config.upstream_api == "responses"
+            else build_chat_request
+        )
+
+        def build(messages: Sequence[Message]) -> dict[str, Any]:
+            conversation = offered.model_copy(update={"messages": list(messages)})
+            return build_request(conversation, self.config, upstream_models)
+
+        return ToolLoop(self.tools, build, self.config.max_tool_rounds)
+
     async def _frames(
-        self, run_input: RunAgentInput, body: dict[str, Any]
+        self, run_input: RunAgentInput, body: dict[str, Any], loop: ToolLoop
     ) -> AsyncGenerator[str, None]:
         options = self.config.translate_for(body["model"])
         protocol = client_protocol(run_input.protocol_version, self.config.agui_protocol)
         writer = FrameWriter(self.redactor, protocol)
         try:
-            run = run_agent(run_input, body, self.upstream, options, api=self.config.upstream_api)
+            run = run_agent(
+                run_input,
+                body,
+                self.upstream,
+                options,
+                api=self.config.upstream_api,
+                loop=loop if self.tools else None,
+            )
             async with aclosing(run) as batches:
                 async for batch in batches:
                     yield writer.frames(batch)
@@ -162,6 +220,7 @@ class Bridge:
             self._authorize(request)
         except InvalidRunInputError as exc:
             return self.error_response(exc.status, exc.code, exc.message)
+        await self.start()
         props = await self.upstream.llama_cpp_props()
         custom: dict[str, Any] = {
             "models": served_models(self.config, await self._upstream_models()),
@@ -171,6 +230,8 @@ class Bridge:
             # client announces (protocolVersion), unless pinned.
             "aguiProtocols": list(CLIENT_PROTOCOLS),
             "aguiProtocol": self.config.agui_protocol,
+            # Tools the bridge runs itself (Python functions, MCP servers' NAME__tool).
+            "serverTools": [tool.name for tool in self.tools.definitions()],
         }
         if props is not None:
             caps = props.get("chat_template_caps")
@@ -207,15 +268,23 @@ class Bridge:
 
 
 def create_app(
-    config: BridgeConfig, *, transport: httpx.AsyncBaseTransport | None = None
+    config: BridgeConfig,
+    *,
+    tools: Sequence[Callable[..., Any]] = (),
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
-    """The bridge as an ASGI app. ``transport`` replaces the network (tests of one module)."""
-    bridge = Bridge(config, transport=transport)
+    """The bridge as an ASGI app. ``tools``: Python functions (sync or async) the bridge runs
+    itself when the model calls them (README "Server-side tools"). ``transport`` replaces the
+    network (tests of one module)."""
+    bridge = Bridge(config, tools=tools, transport=transport)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await bridge.aclose()
+        await bridge.start()  # the MCP servers' tools, listed at start
+        try:
+            yield
+        finally:
+            await bridge.aclose()
 
     middleware = []
     if config.cors_origins:

@@ -1,21 +1,29 @@
 """One run: RUN_STARTED at once, the translated upstream stream, then exactly one
-RUN_FINISHED (usage, pending frontend tool calls) or RUN_ERROR (readable message, stable code)."""
+RUN_FINISHED (usage, pending frontend tool calls) or RUN_ERROR (readable message, stable code).
+
+With server tools (``ToolLoop``) one run may hold several model turns: when the model calls
+server tools, they run here, each answered with TOOL_CALL_RESULT, and the model's next turn
+streams in the same run, until it answers, calls frontend tools (the run ends with them
+pending, after the turn's server calls ran), or the rounds run out."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
+    Message,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    TokenUsage,
 )
 
 from bridge.config import UpstreamApi
@@ -24,6 +32,8 @@ from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
+from bridge.serve.tools import ServerTools
+from bridge.serve.transcript import Transcript
 from bridge.serve.upstream import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
@@ -35,6 +45,22 @@ CUT_MESSAGES = {
 }
 
 
+class ToolRoundsExceededError(BridgeError):
+    """The model kept calling server tools past ``ToolLoop.max_rounds`` in one run."""
+
+    code = "tool_rounds_exceeded"
+
+
+@dataclass(frozen=True)
+class ToolLoop:
+    """What a run needs to run server tools and go on: the tools, how to build the next
+    request from the whole conversation, and the most rounds of server calls in one run."""
+
+    tools: ServerTools
+    build: Callable[[Sequence[Message]], dict[str, Any]]
+    max_rounds: int = 16
+
+
 async def run_agent(
     run_input: RunAgentInput,
     body: dict[str, Any],
@@ -42,9 +68,10 @@ async def run_agent(
     options: TranslateOptions,
     *,
     api: UpstreamApi = "chat",
+    loop: ToolLoop | None = None,
 ) -> AsyncGenerator[Sequence[BaseEvent], None]:
     """Yield the run's events, batched per upstream chunk (one SSE write each). ``api``: the
-    upstream's API (``body`` was built for it)."""
+    upstream's API (``body`` was built for it); ``loop``: the server tools, if any."""
     yield [
         RunStartedEvent(
             thread_id=run_input.thread_id,
@@ -52,43 +79,116 @@ async def run_agent(
             protocol_version=PROTOCOL_VERSION,
         )
     ]
-    functions = [tool.get("function", tool) for tool in body.get("tools", ())]
-    tools = {function["name"]: function.get("parameters") or {} for function in functions}
-    decode: Callable[[dict[str, Any]], list[Part]] = decode_chat_chunk
-    path = "/chat/completions"
-    if api == "responses":
-        decode, path = ResponsesDecoder().decode, "/responses"
-    translator = ChatStreamTranslator(options, tool_names=tools, decode=decode)
-    error: BridgeError | None = None
-    try:
-        # aclosing: a client that goes away cancels us here, and the upstream request is closed
-        # at once instead of whenever the generator is collected.
-        async with aclosing(upstream.stream(body, path)) as chunks:
-            async for chunk in chunks:
-                events = translator.feed(chunk)
-                if events:
-                    yield events
-                if chunk == DONE:
-                    break  # the answer is complete; whatever a server sends after it is not ours
-    except BridgeError as exc:
-        error = exc
-    except Exception:  # a bug of ours: the client gets a clean RUN_ERROR, the log the traceback
-        logger.exception("run %s failed", run_input.run_id)
-        error = InternalError("the bridge failed while handling this run; see its log")
-    tail = translator.close()
-    outcome = translator.outcome
-    if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:
-        error = None  # cut after the answer was complete: only the usage chunk can be missing
-    error = error or outcome.error
-    if error is not None:
-        logger.warning("run %s ended with %s: %s", run_input.run_id, error.code, error.message)
-        tail.append(RunErrorEvent(message=error.message, code=error.code))
-    else:
-        tail.append(_finished(run_input, outcome))
-    yield tail
+    transcript = Transcript()
+    usage: list[TokenUsage] = []
+    rounds = 0
+    while True:
+        turn = _Turn(body, upstream, options, api, run_input.run_id)
+        async with aclosing(turn.events()) as batches:
+            async for events in batches:
+                if loop is not None:
+                    transcript.add(events)
+                yield events
+        if turn.error is not None:
+            yield [_error(run_input, turn.error)]
+            return
+        outcome = turn.outcome
+        if outcome.usage is not None:
+            usage.append(outcome.usage)
+        ids = outcome.tool_call_ids
+        calls = transcript.calls(ids) if loop is not None else []
+        served = [call for call in calls if call.function.name in loop.tools] if loop else []
+        if not served:
+            yield [_finished(run_input, outcome, usage, ids)]
+            return
+        assert loop is not None
+        if rounds == loop.max_rounds:
+            message = f"the model kept calling server tools: stopped after {rounds} rounds"
+            yield [_error(run_input, ToolRoundsExceededError(message))]
+            return
+        rounds += 1
+        async with aclosing(loop.tools.run(served)) as results:
+            async for result in results:
+                transcript.add([result])
+                yield [result]
+        frontend = [call.id for call in calls if call.function.name not in loop.tools]
+        if frontend:  # the frontend runs its calls and comes back with a run of its own
+            yield [_finished(run_input, outcome, usage, frontend)]
+            return
+        try:
+            body = loop.build([*run_input.messages, *transcript.messages])
+        except Exception:
+            logger.exception("run %s: the next request could not be built", run_input.run_id)
+            yield [_error(run_input, InternalError("the bridge failed while handling this run"))]
+            return
 
 
-def _finished(run_input: RunAgentInput, outcome: TurnOutcome) -> RunFinishedEvent:
+class _Turn:
+    """One upstream request and the model's turn it streams: ``events()`` yields its batches;
+    afterwards ``outcome`` and ``error`` say how it ended."""
+
+    def __init__(
+        self,
+        body: dict[str, Any],
+        upstream: UpstreamClient,
+        options: TranslateOptions,
+        api: UpstreamApi,
+        run_id: str,
+    ) -> None:
+        self._body = body
+        self._upstream = upstream
+        self._run_id = run_id
+        functions = [tool.get("function", tool) for tool in body.get("tools", ())]
+        tools = {function["name"]: function.get("parameters") or {} for function in functions}
+        decode: Callable[[dict[str, Any]], list[Part]] = decode_chat_chunk
+        self._path = "/chat/completions"
+        if api == "responses":
+            decode, self._path = ResponsesDecoder().decode, "/responses"
+        self._translator = ChatStreamTranslator(options, tool_names=tools, decode=decode)
+        self.error: BridgeError | None = None
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        return self._translator.outcome
+
+    async def events(self) -> AsyncGenerator[list[BaseEvent], None]:
+        translator = self._translator
+        error: BridgeError | None = None
+        try:
+            # aclosing: a client that goes away cancels us here, and the upstream request is
+            # closed at once instead of whenever the generator is collected.
+            async with aclosing(self._upstream.stream(self._body, self._path)) as chunks:
+                async for chunk in chunks:
+                    events = translator.feed(chunk)
+                    if events:
+                        yield events
+                    if chunk == DONE:
+                        break  # the answer is complete; whatever a server sends after is not ours
+        except BridgeError as exc:
+            error = exc
+        except Exception:  # a bug of ours: the client gets a clean RUN_ERROR, the log the traceback
+            logger.exception("run %s failed", self._run_id)
+            error = InternalError("the bridge failed while handling this run; see its log")
+        tail = translator.close()
+        outcome = translator.outcome
+        if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:
+            error = None  # cut after the answer was complete: only the usage chunk can be missing
+        self.error = error or outcome.error
+        if tail:
+            yield tail
+
+
+def _error(run_input: RunAgentInput, error: BridgeError) -> RunErrorEvent:
+    logger.warning("run %s ended with %s: %s", run_input.run_id, error.code, error.message)
+    return RunErrorEvent(message=error.message, code=error.code)
+
+
+def _finished(
+    run_input: RunAgentInput,
+    outcome: TurnOutcome,
+    usage: list[TokenUsage],
+    pending: Sequence[str],
+) -> RunFinishedEvent:
     result: dict[str, Any] | None = None
     if outcome.finish_reason:
         result = {"finishReason": outcome.finish_reason}
@@ -99,9 +199,9 @@ def _finished(run_input: RunAgentInput, outcome: TurnOutcome) -> RunFinishedEven
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
         result=result,
-        usage=[outcome.usage] if outcome.usage is not None else None,
-        # Every tool the bridge hands the model is the frontend's: all calls are left to it.
-        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=list(outcome.tool_call_ids))
-        if outcome.tool_call_ids
+        usage=usage or None,  # one entry per model turn of the run
+        # Only the frontend's calls are left to it: the server's have their results already.
+        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=list(pending))
+        if pending
         else None,
     )

@@ -1,0 +1,193 @@
+"""Server tools: functions the bridge runs itself, beside the tools the frontend runs.
+
+A ``ServerTool`` is a name, a description, a JSON schema and ``invoke(arguments) -> text``.
+Python callables become one with ``python_tool`` (the schema comes from the type hints and the
+docstring, through pydantic); MCP servers' tools with ``bridge.serve.mcp_tools``. ``ServerTools``
+holds them by name and runs a turn's calls: in parallel, each with a timeout, each answered
+with a ``TOOL_CALL_RESULT`` the model can read (a failure too: never a traceback or a secret).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import re
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+import pydantic
+import pydantic_core
+from ag_ui.core import Tool, ToolCall, ToolCallResultEvent
+
+from bridge.core.emitter import IdFactory, random_id
+
+logger = logging.getLogger("agui_bridge")
+
+#: OpenAI's rule for function names.
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ToolError(Exception):
+    """A failure whose message is for the model (bad arguments, a server that is gone)."""
+
+
+@dataclass(frozen=True)
+class ServerTool:
+    """One tool the bridge runs: ``invoke`` takes the call's JSON arguments as the model wrote
+    them and returns the text the model reads; it raises ``ToolError`` for a readable failure."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    invoke: Callable[[str], Awaitable[str]]
+
+    def definition(self) -> Tool:
+        """The tool as it is offered to the model, beside the frontend's."""
+        return Tool(name=self.name, description=self.description, parameters=self.parameters)
+
+
+def python_tool(function: Callable[..., Any]) -> ServerTool:
+    """A Python function (sync or async) as a server tool: its name, its docstring's first
+    paragraph as the description, its parameters' type hints and defaults (and their
+    ``Args:`` lines) as the JSON schema. The return value goes to the model as JSON text."""
+    name = function.__name__
+    if not TOOL_NAME.match(name):
+        raise ValueError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
+    summary, documented = _docstring(inspect.getdoc(function) or "")
+    hints = get_type_hints(function)
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise ValueError(f"tool {name}: *args and **kwargs cannot be described to a model")
+        default = ... if parameter.default is parameter.empty else parameter.default
+        info = pydantic.Field(default, description=documented.get(parameter.name))
+        fields[parameter.name] = (hints.get(parameter.name, Any), info)
+    model = pydantic.create_model(f"{name}_arguments", **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    is_async = inspect.iscoroutinefunction(function)
+
+    async def invoke(arguments: str) -> str:
+        try:
+            values = model.model_validate_json(arguments or "{}")
+        except pydantic.ValidationError as exc:
+            raise ToolError(f"invalid arguments: {_problems(exc)}") from exc
+        kwargs = {key: getattr(values, key) for key in fields}
+        if is_async:
+            result = await function(**kwargs)
+        else:
+            # A thread: a slow sync tool must not stop the other runs. (A thread cannot be
+            # cancelled; one that outlives its timeout finishes unobserved.)
+            result = await asyncio.to_thread(function, **kwargs)
+        return pydantic_core.to_json(result, fallback=str).decode()
+
+    return ServerTool(name, summary, schema, invoke)
+
+
+class ServerTools:
+    """The server tools of one app, by name; names are checked for collisions as they come."""
+
+    def __init__(
+        self,
+        tools: Iterable[ServerTool] = (),
+        *,
+        timeout: float = 30.0,
+        redact: Callable[[str], str] = str,
+        new_id: IdFactory = random_id,
+    ) -> None:
+        self.timeout = timeout
+        self._tools: dict[str, ServerTool] = {}
+        self._redact = redact
+        self._new_id = new_id
+        self.add(tools)
+
+    def add(self, tools: Iterable[ServerTool]) -> None:
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"two server tools are named {tool.name!r}")
+            self._tools[tool.name] = tool
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __bool__(self) -> bool:
+        return bool(self._tools)
+
+    def definitions(self) -> list[Tool]:
+        return [tool.definition() for tool in self._tools.values()]
+
+    async def run(self, calls: Sequence[ToolCall]) -> AsyncGenerator[ToolCallResultEvent, None]:
+        """Run the calls in parallel; yield each one's result as it comes. Leaving early (the
+        client went away) cancels the calls still running."""
+        tasks = {asyncio.create_task(self._result(call)) for call in calls}
+        try:
+            while tasks:
+                done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    yield task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
+
+    async def _result(self, call: ToolCall) -> ToolCallResultEvent:
+        name = call.function.name
+        try:
+            async with asyncio.timeout(self.timeout):
+                content = await self._tools[name].invoke(call.function.arguments)
+        except TimeoutError:
+            content = f"Error: the tool {name} did not answer within {self.timeout:g} s."
+        except ToolError as exc:
+            content = f"Error: {name}: {exc}"
+        except Exception as exc:  # the tool's own failure: the model reads it, the log has more
+            logger.warning("server tool %s failed", name, exc_info=True)
+            content = f"Error: {name} failed: {type(exc).__name__}: {exc}"
+        # Redacted here, not only at the frame boundary: the same text goes back upstream in
+        # this run and, as the client stored it, in the next: both must be the same bytes.
+        return ToolCallResultEvent(
+            message_id=self._new_id("msg"),
+            tool_call_id=call.id,
+            role="tool",
+            content=self._redact(content),
+        )
+
+
+def _docstring(text: str) -> tuple[str, dict[str, str]]:
+    """The first paragraph, and the parameter lines of a Google-style ``Args:`` section."""
+    summary = " ".join(text.split("\n\n", 1)[0].split())
+    documented: dict[str, str] = {}
+    section = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?)+)", text, re.M)
+    if section:
+        current = None
+        for line in section.group(1).splitlines():
+            match = re.match(r"\s+(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
+            if match:
+                current = match.group(1)
+                documented[current] = match.group(2).strip()
+            elif current and line.strip():
+                documented[current] += " " + line.strip()
+    return summary, documented
+
+
+def _problems(exc: pydantic.ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+        for error in exc.errors()[:5]
+    )
+
+
+def json_arguments(arguments: str) -> dict[str, Any]:
+    """A call's arguments as a JSON object (an empty string is no arguments)."""
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError as exc:
+        raise ToolError(f"the arguments are not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ToolError("the arguments must be a JSON object")
+    return value
