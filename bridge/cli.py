@@ -17,9 +17,10 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bridge.cli_options import add_translate_options
+from bridge.cli_options import add_translate_options, mcp_servers
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
+from bridge.demo_tools import DEMO_TOOLS
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.serve.app import Bridge, create_app, mount
 
@@ -159,6 +160,9 @@ def _config(
         cors_origins=tuple(args.cors_origin),
         auth_token=args.auth_token or None,
         agui_protocol=args.agui_protocol,
+        mcp_servers=mcp_servers(args.mcp),
+        tool_timeout=args.tool_timeout,
+        max_tool_rounds=args.max_tool_rounds,
     )
 
 
@@ -191,9 +195,9 @@ def _demo(args: argparse.Namespace) -> int:
         api_key=None,
     )
     scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
-    return _run_agent(
-        args, port, create_app(config), [scripted], "(the scripted model)", _web_demo()
-    )
+    # The demo's server tool (get_time) runs here, beside the page's frontend tools.
+    agent = create_app(config, tools=DEMO_TOOLS)
+    return _run_agent(args, port, agent, [scripted], "(the scripted model)", _web_demo())
 
 
 def _web_demo() -> Mount | None:

@@ -112,6 +112,30 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "run's protocolVersion (@ag-ui/client 1.x sends 1.0; 0.0.x clients such as "
         "CopilotKit 1.74's send none); 1.0 or 0.0 pins it",
     )
+    tools = parser.add_argument_group("server-side tools (run by the bridge itself)")
+    tools.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND|URL",
+        help="an MCP server whose tools the bridge runs, offered to the model as NAME__tool: "
+        "a command speaking MCP on stdio (NAME='python server.py --flag'; python is the "
+        "bridge's own interpreter) or a streamable HTTP URL (NAME=http://host:port/mcp); "
+        "repeatable; needs pip install 'agui-bridge[mcp]'",
+    )
+    tools.add_argument(
+        "--tool-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a server tool may take before the model is told it timed out (default 30)",
+    )
+    tools.add_argument(
+        "--max-tool-rounds",
+        type=int,
+        default=16,
+        help="rounds of server tool calls in one run; past them the run ends with RUN_ERROR "
+        "tool_rounds_exceeded (default 16)",
+    )
     limits = parser.add_argument_group("reliability and security")
     for flag, kind, default, text in _LIMIT_FLAGS:
         limits.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
@@ -156,3 +180,16 @@ _LIMIT_FLAGS: list[tuple[str, type, float, str]] = [
         "on SIGTERM, seconds running runs get before they end with RUN_ERROR shutting_down",
     ),
 ]
+
+
+def mcp_servers(values: list[str]) -> dict[str, str]:
+    """``--mcp NAME=COMMAND|URL`` flags → ``BridgeConfig.mcp_servers``."""
+    servers: dict[str, str] = {}
+    for value in values:
+        name, sep, target = value.partition("=")
+        if not sep or not name or not target.strip():
+            raise ValueError(f"--mcp wants NAME=COMMAND or NAME=URL, not {value!r}")
+        if name in servers:
+            raise ValueError(f"--mcp names {name!r} twice")
+        servers[name] = target
+    return servers

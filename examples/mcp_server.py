@@ -1,7 +1,10 @@
 """A small MCP server (the official ``mcp`` SDK's ``MCPServer``) for the bridge's server tools.
 
-    python examples/mcp_server.py                      # stdio: agui-bridge serve --mcp clock="python examples/mcp_server.py"
-    python examples/mcp_server.py --http --port 9000   # streamable HTTP: --mcp clock=http://127.0.0.1:9000/mcp
+    # stdio: the bridge starts it
+    agui-bridge serve ... --mcp clock="python examples/mcp_server.py"
+    # streamable HTTP: start it, then point the bridge at it
+    python examples/mcp_server.py --http --port 9000
+    agui-bridge serve ... --mcp clock=http://127.0.0.1:9000/mcp
 
 Its tools are offered to the model as ``clock__get_time``, ``clock__add`` and so on. The last two
 are there for tests: one that fails and one that takes as long as it is told.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -76,11 +76,14 @@ def scripted_config(upstream_url: str, **overrides: Any) -> BridgeConfig:
 
 
 @contextmanager
-def scripted_stack(*, pace: float = 0.0, **overrides: Any) -> Iterator[Stack]:
+def scripted_stack(
+    *, pace: float = 0.0, tools: Sequence[Callable[..., Any]] = (), **overrides: Any
+) -> Iterator[Stack]:
+    """``tools``: the bridge's server tools (Python functions)."""
     upstream_app = create_scripted_upstream(pace=pace)
     with serve(upstream_app) as upstream_url:
         config = scripted_config(upstream_url, **overrides)
-        with serve(create_app(config)) as bridge_url:
+        with serve(create_app(config, tools=tools)) as bridge_url:
             yield Stack(upstream_url, bridge_url, upstream_app, config)
 
 
@@ -113,7 +116,8 @@ def joined(frames: list[dict[str, Any]], kind: str) -> str:
 
 
 def messages_from(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What @ag-ui/client would hold after these frames: reasoning and assistant messages."""
+    """What @ag-ui/client would hold after these frames: reasoning, assistant and tool messages
+    (a ``TOOL_CALL_RESULT`` becomes a tool message, as the client stores it)."""
     out: dict[str, dict[str, Any]] = {}
     for f in frames:
         kind = f["type"]
@@ -138,6 +142,13 @@ def messages_from(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "function": {"name": f["toolCallName"], "arguments": ""},
                 }
             )
+        elif kind == "TOOL_CALL_RESULT":
+            out[f["messageId"]] = {
+                "id": f["messageId"],
+                "role": "tool",
+                "toolCallId": f["toolCallId"],
+                "content": f["content"],
+            }
         elif kind == "REASONING_ENCRYPTED_VALUE":
             out[f["entityId"]]["encryptedValue"] = f["encryptedValue"]
         elif kind == "TOOL_CALL_ARGS":

@@ -18,8 +18,8 @@ import anyio
 import httpx
 from ag_ui.core import (
     AgentCapabilities,
-    Message,
     IdentityCapabilities,
+    Message,
     MultimodalCapabilities,
     MultimodalInputCapabilities,
     ReasoningCapabilities,
@@ -41,9 +41,9 @@ from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
+from bridge.serve.mcp_tools import McpServer, start_mcp_servers
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
-from bridge.serve.mcp_tools import McpServer, start_mcp_servers
 from bridge.serve.run import ToolLoop, run_agent
 from bridge.serve.stream import EventStreamResponse
 from bridge.serve.tools import ServerTools, python_tool
@@ -91,7 +91,7 @@ class Bridge:
                 return
             self._mcp, tools = await start_mcp_servers(
                 self.config.mcp_servers,
-                timeout=self.config.tool_timeout,
+                call_timeout=self.config.tool_timeout,
                 connect_timeout=self.config.connect_timeout,
             )
             self.tools.add(tools)
@@ -160,9 +160,7 @@ class Bridge:
             raise InvalidRunInputError(
                 f"the frontend's tool {taken[0]!r} has the name of a server tool of this bridge"
             )
-        offered = run_input.model_copy(
-            update={"tools": [*frontend, *self.tools.definitions()]}
-        )
+        offered = run_input.model_copy(update={"tools": [*frontend, *self.tools.definitions()]})
         build_request = (
             build_responses_request
             if self.config.upstream_api == "responses"

@@ -10,6 +10,7 @@ each call with an error the model can read. Either way the bridge keeps serving.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shlex
@@ -50,7 +51,9 @@ class McpServer:
         except TimeoutError:
             self.failure = f"no answer within {connect_timeout:g} s"
         if self._client is None:
-            logger.error("MCP server %s (%s) is not available: %s", self.name, self.target, self.failure)
+            logger.error(
+                "MCP server %s (%s) is not available: %s", self.name, self.target, self.failure
+            )
             await self.aclose()
             return []
         return [self._tool(listed) for listed in self._listed]
@@ -59,10 +62,8 @@ class McpServer:
         self._stop.set()
         if self._task is not None:
             task, self._task = self._task, None
-            try:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(task, 5)
-            except (TimeoutError, asyncio.CancelledError):
-                pass
 
     async def _own(self) -> None:
         """The task that owns the connection, from connecting to letting go."""
@@ -111,7 +112,7 @@ class McpServer:
 
 
 async def start_mcp_servers(
-    servers: Mapping[str, str], *, timeout: float, connect_timeout: float
+    servers: Mapping[str, str], *, call_timeout: float, connect_timeout: float
 ) -> tuple[list[McpServer], list[ServerTool]]:
     """Connect to every configured server at once; their tools, as ``NAME__tool``."""
     try:
@@ -121,7 +122,9 @@ async def start_mcp_servers(
             "MCP servers are configured but the mcp SDK is not installed: "
             "pip install 'agui-bridge[mcp]'"
         ) from exc
-    connections = [McpServer(name, target, timeout=timeout) for name, target in servers.items()]
+    connections = [
+        McpServer(name, target, timeout=call_timeout) for name, target in servers.items()
+    ]
     listed = await asyncio.gather(*(c.start(connect_timeout) for c in connections))
     return connections, [tool for tools in listed for tool in tools]
 

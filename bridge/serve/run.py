@@ -201,7 +201,5 @@ def _finished(
         result=result,
         usage=usage or None,  # one entry per model turn of the run
         # Only the frontend's calls are left to it: the server's have their results already.
-        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=list(pending))
-        if pending
-        else None,
+        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=list(pending)) if pending else None,
     )

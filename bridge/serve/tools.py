@@ -57,7 +57,7 @@ def python_tool(function: Callable[..., Any]) -> ServerTool:
     if not TOOL_NAME.match(name):
         raise ValueError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
     summary, documented = _docstring(inspect.getdoc(function) or "")
-    hints = get_type_hints(function)
+    hints = get_type_hints(function, include_extras=True)  # Annotated[int, Field(ge=1)]
     fields: dict[str, Any] = {}
     for parameter in inspect.signature(function).parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
