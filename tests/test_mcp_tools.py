@@ -1,0 +1,180 @@
+"""MCP servers' tools, run by the bridge: the SDK's own server (examples/mcp_server.py) over
+stdio and over streamable HTTP, a server that cannot start, one that dies mid-way."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bridge.config import BridgeConfig
+from bridge.serve.app import create_app
+from servers import TOOLS, free_port, messages_from, post, run_input, scripted_stack
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "mcp_server.py"
+CRASHY = ROOT / "tests" / "mcp_crash_server.py"
+
+
+def ask(text: str, **extra: Any) -> dict[str, Any]:
+    return run_input([{"id": "u1", "role": "user", "content": text}], **extra)
+
+
+def results(frames: list[dict[str, Any]]) -> dict[str, str]:
+    names = {f["toolCallId"]: f["toolCallName"] for f in frames if f["type"] == "TOOL_CALL_START"}
+    return {names[f["toolCallId"]]: f["content"] for f in frames if f["type"] == "TOOL_CALL_RESULT"}
+
+
+@pytest.fixture(scope="module")
+def http_mcp() -> Iterator[str]:
+    """The example server over streamable HTTP, in a process of its own."""
+    port = free_port()
+    command = [sys.executable, str(EXAMPLE), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the MCP example server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module", params=["stdio", "http"])
+def target(request: pytest.FixtureRequest) -> str:
+    if request.param == "stdio":
+        return f"python {EXAMPLE}"
+    url: str = request.getfixturevalue("http_mcp")
+    return url
+
+
+def test_tools_listed_at_start_and_run_in_the_run(target: str) -> None:
+    with scripted_stack(mcp_servers={"srv": target}) as stack:
+        caps = httpx.get(f"{stack.bridge_url}/capabilities").json()
+        assert caps["custom"]["serverTools"] == [
+            "srv__get_time",
+            "srv__add",
+            "srv__fail",
+            "srv__sleep",
+        ]
+        frames = post(stack.bridge_url, ask("What time is it?"))
+        offered = {
+            t["function"]["name"]: t["function"] for t in stack.upstream_requests[0]["tools"]
+        }
+        failed = post(stack.bridge_url, ask("Please srv__fail now"))
+    assert offered["srv__get_time"]["description"].startswith("The current time in a time zone")
+    assert offered["srv__add"]["parameters"]["required"] == ["a", "b"]
+    got = results(frames)
+    assert list(got) == ["srv__get_time"] and got["srv__get_time"].endswith("(UTC)")
+    assert frames[-1]["type"] == "RUN_FINISHED" and "outcome" not in frames[-1]
+    # The SDK's server words it: "Error executing tool fail: <the reason>".
+    assert list(results(failed)) == ["srv__fail"]
+    assert results(failed)["srv__fail"].startswith("Error: srv__fail: ")
+    assert results(failed)["srv__fail"].endswith("fail: Please srv__fail now")
+    assert failed[-1]["type"] == "RUN_FINISHED"
+
+
+def test_a_python_tool_an_mcp_tool_and_a_frontend_tool_in_one_turn(http_mcp: str) -> None:
+    def get_weather_report() -> str:
+        """Not asked for here."""
+        return "sunny"
+
+    question = "What time is it? And make the background lightblue."
+    with scripted_stack(tools=[get_weather_report], mcp_servers={"srv": http_mcp}) as stack:
+        frames = post(stack.bridge_url, ask(question, tools=TOOLS))
+        calls = {
+            f["toolCallName"]: f["toolCallId"] for f in frames if f["type"] == "TOOL_CALL_START"
+        }
+        assert set(results(frames)) == {"srv__get_time"}
+        assert frames[-1]["outcome"]["pendingToolCallIds"] == [calls["change_background"]]
+        history = [{"id": "u1", "role": "user", "content": question}, *messages_from(frames)]
+        history.append(
+            {"id": "t", "role": "tool", "toolCallId": calls["change_background"], "content": "ok"}
+        )
+        answer = post(stack.bridge_url, run_input(history, tools=TOOLS))
+    assert answer[-1]["type"] == "RUN_FINISHED"
+
+
+def test_a_call_that_hangs_times_out_and_the_server_keeps_serving(http_mcp: str) -> None:
+    with scripted_stack(mcp_servers={"srv": http_mcp}, tool_timeout=0.5) as stack:
+        slow = post(stack.bridge_url, ask("srv__sleep for me"))
+        fine = post(stack.bridge_url, ask("What time is it?"))
+    assert results(slow) == {
+        "srv__sleep": "Error: the tool srv__sleep did not answer within 0.5 s."
+    }
+    assert results(fine)["srv__get_time"].endswith("(UTC)")
+
+
+def test_a_server_that_cannot_start_is_reported_once_and_the_bridge_serves(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broken = "python -c 'raise SystemExit(3)'"
+    with (
+        caplog.at_level(logging.ERROR, "agui_bridge"),
+        scripted_stack(mcp_servers={"gone": broken}, connect_timeout=10) as stack,
+    ):
+        caps = httpx.get(f"{stack.bridge_url}/capabilities").json()
+        frames = post(stack.bridge_url, ask("What time is it?"))
+    assert caps["custom"]["serverTools"] == []
+    assert frames[-1]["type"] == "RUN_FINISHED"
+    reports = [r for r in caplog.records if "MCP server gone" in r.getMessage()]
+    assert len(reports) == 1 and "is not available" in reports[0].getMessage()
+
+
+def test_a_server_that_dies_answers_each_call_with_an_error() -> None:
+    with scripted_stack(mcp_servers={"crashy": f"python {CRASHY}"}) as stack:
+        died = post(stack.bridge_url, ask("Please crashy__crash"))
+        after = post(stack.bridge_url, ask("What time is it?"))
+        assert httpx.get(f"{stack.bridge_url}/health").json() == {"status": "ok"}
+    assert results(died)["crashy__crash"].startswith("Error: crashy__crash: ")
+    assert died[-1]["type"] == "RUN_FINISHED"
+    # Each later call says the server is gone (the SDK: "Connection closed").
+    assert results(after)["crashy__get_time"].startswith(
+        "Error: crashy__get_time: the MCP server crashy "
+    )
+    assert "Connection closed" in results(after)["crashy__get_time"]
+    assert after[-1]["type"] == "RUN_FINISHED"
+
+
+def test_a_name_taken_twice_is_an_error_at_start(http_mcp: str) -> None:
+    def srv__add() -> int:
+        """Clashes with the MCP server's add."""
+        return 0
+
+    config = BridgeConfig(
+        upstream_url="http://127.0.0.1:1/v1", model="m", mcp_servers={"srv": http_mcp}
+    )
+    bridge = create_app(config, tools=[srv__add]).state.bridge
+
+    async def start() -> None:
+        try:
+            await bridge.start()
+        finally:
+            await bridge.aclose()
+
+    with pytest.raises(ValueError, match="two server tools are named 'srv__add'"):
+        asyncio.run(start())
+
+
+@pytest.mark.parametrize(
+    "name", ["a__b", "", "has space", "x" * 40], ids=["double-underscore", "empty", "space", "long"]
+)
+def test_server_names_that_would_make_bad_tool_names_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="MCP server name"):
+        BridgeConfig(upstream_url="http://h/v1", model="m", mcp_servers={name: "python x.py"})
