@@ -75,6 +75,50 @@ def test_official_client_accepts_every_scripted_model(client: str) -> None:
         _check_tool_loop_requests(model, [r for r in requests if r["model"] == model])
 
 
+def get_time() -> str:
+    """The time where the bridge runs (fixed here: the tests compare it)."""
+    return "12:00"
+
+
+#: The mixed turn's models: a reasoning field, tags in the content, a text-written call, none.
+SERVER_TOOL_MODELS = (
+    "scripted-reasoning-content",
+    "scripted-think-tags",
+    "scripted-hermes-text",
+    PLAIN_MODEL,
+)
+
+
+@pytest.mark.parametrize("client", CLIENT_LINES)
+def test_official_client_with_a_server_tool_and_a_frontend_tool(client: str) -> None:
+    """One turn calls the bridge's get_time and the page's change_background: the client keeps
+    the server's result as a tool message, only the frontend call is left to the page, and the
+    follow-up run sends both results back (the server's byte for byte)."""
+    node = _require("node")
+    _require_node_modules()
+    with scripted_stack(tools=[get_time]) as stack:
+        env = {
+            **os.environ,
+            "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
+            "AGUI_MODELS": ",".join(SERVER_TOOL_MODELS),
+            "AGUI_CLIENT": client,
+            "AGUI_SERVER_TOOL": "get_time",
+        }
+        output = _run(
+            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
+        )
+        requests = list(stack.upstream_requests)
+    if not re.search(r"^# fail 0$", output, re.MULTILINE):
+        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    assert passed and int(passed.group(1)) == len(SERVER_TOOL_MODELS), output
+    # Per model: the mixed turn (ended with the frontend call pending), then the answer.
+    assert len(requests) == 2 * len(SERVER_TOOL_MODELS)
+    for request in requests[1::2]:
+        results = [m["content"] for m in _tool_messages(request)]
+        assert results[0] == '"12:00"', request["model"]
+
+
 #: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.
 RESPONSES_MODELS = ("scripted-reasoning-content", "scripted-reasoning", PLAIN_MODEL)
 

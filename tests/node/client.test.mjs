@@ -9,6 +9,8 @@
 //   AGUI_CLIENT      the client line to run, e.g. 1.0.0, 0.0.59 (CopilotKit 1.74 / runtime
 //                    1.75), 0.0.52: the package ag-ui-client-<version> (an npm alias of
 //                    @ag-ui/client@<version> in package.json); default 1.0.0
+//   AGUI_SERVER_TOOL the name of a tool the bridge runs itself (e.g. get_time): then only the
+//                    mixed-turn test runs, a server tool and a frontend tool in one turn
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -238,7 +240,89 @@ function assertReasoning(seen, model) {
   }
 }
 
-for (const model of MODELS) {
+const SERVER_TOOL = process.env.AGUI_SERVER_TOOL;
+const MIXED_PROMPT = "What time is it? And make the background lightblue.";
+
+/**
+ * The application's part of a tool loop: answer the calls that have no result yet. A server
+ * tool's call has its result already (from TOOL_CALL_RESULT), so it is never run here.
+ */
+function answerOpenCalls(agent) {
+  const answered = new Set(
+    agent.messages.filter((message) => message.role === "tool").map((m) => m.toolCallId),
+  );
+  const open = agent.messages
+    .flatMap((message) => (message.role === "assistant" ? (message.toolCalls ?? []) : []))
+    .filter((call) => !answered.has(call.id));
+  const results = open.map((call) => ({
+    id: randomUUID(),
+    role: "tool",
+    toolCallId: call.id,
+    content: JSON.stringify(toolResult(call)),
+  }));
+  agent.addMessages(results);
+  return { open, results };
+}
+
+for (const model of SERVER_TOOL ? MODELS : []) {
+  describe(`${model} with the server tool ${SERVER_TOOL} (@ag-ui/client ${CLIENT})`, () => {
+    test("a server tool and a frontend tool in one turn", async () => {
+      const agent = newAgent(MIXED_PROMPT);
+      const params = { tools: TOOLS, forwardedProps: { model } };
+
+      const first = await run(agent, params);
+      const started = eventsOf(first, EventType.TOOL_CALL_START);
+      const byName = Object.fromEntries(started.map((e) => [e.toolCallName, e.toolCallId]));
+      assert.deepEqual(Object.keys(byName).sort(), ["change_background", SERVER_TOOL].sort());
+      const serverResults = eventsOf(first, EventType.TOOL_CALL_RESULT);
+      assert.deepEqual(
+        serverResults.map((event) => event.toolCallId),
+        [byName[SERVER_TOOL]],
+        "the bridge answers its own call, and only that one",
+      );
+      // The client keeps the result as a tool message: the card can show it completed.
+      const stored = agent.messages.find(
+        (message) => message.role === "tool" && message.toolCallId === byName[SERVER_TOOL],
+      );
+      assert.ok(stored, `the client kept no tool message for the server call: ${first.types}`);
+      assert.equal(stored.content, serverResults[0].content);
+      if (SPEAKS_1_0) {
+        assert.deepEqual(
+          first.finished[0].pendingToolCallIds,
+          [byName.change_background],
+          "only the frontend's call is pending",
+        );
+      }
+
+      const { open, results } = answerOpenCalls(agent);
+      assert.deepEqual(
+        open.map((call) => call.function.name),
+        ["change_background"],
+        "the page runs only its own tool",
+      );
+
+      const second = await run(agent, params);
+      assert.deepEqual(eventsOf(second, EventType.TOOL_CALL_START), [], "no further tool calls");
+      assert.deepEqual(eventsOf(second, EventType.TOOL_CALL_RESULT), []);
+      const answer = second.result.newMessages.find((message) => message.role === "assistant");
+      assert.ok(answer, `no assistant message in run 2; events: ${second.types}`);
+      for (const content of [stored.content, results[0].content]) {
+        assert.ok(answer.content.includes(content), `the answer does not quote ${content}`);
+      }
+      const sentTools = agent.sentBodies[1].messages.filter((m) => m.role === "tool");
+      assert.deepEqual(
+        sentTools.map((m) => [m.toolCallId, m.content]),
+        [
+          [byName[SERVER_TOOL], stored.content],
+          [byName.change_background, results[0].content],
+        ],
+        "run 2 sends both results back, the server's as the client stored it",
+      );
+    });
+  });
+}
+
+for (const model of SERVER_TOOL ? [] : MODELS) {
   describe(`${model} (@ag-ui/client ${CLIENT})`, () => {
     test("tool calls, then the answer from their results", async () => {
       const agent = newAgent(TOOLS_PROMPT);
