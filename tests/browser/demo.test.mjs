@@ -209,6 +209,61 @@ test("the page: the server's models in the picker, Shift+Enter for a new line", 
   }
 });
 
+const MIXED_PROMPT = "What time is it? And make the background lightblue.";
+
+test("a server tool and a frontend tool in one turn: both cards complete, then the answer", async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    await page.locator(`[data-testid=suggestion][data-prompt="${MIXED_PROMPT}"]`).click();
+    await page.waitForFunction(() =>
+      document.querySelector("[data-testid=assistant-text][data-state=done]"),
+    );
+    await idle(page);
+
+    const cards = await toolCards(page);
+    const byName = Object.fromEntries(cards.map((card) => [card.name, card]));
+    assert.deepEqual(Object.keys(byName).sort(), ["change_background", "get_time"]);
+    for (const card of cards) assert.equal(card.state, "done", `${card.name}: ${card.state}`);
+    // get_time ran in the bridge (the demo's server tool): its result came with the run, and
+    // the page never ran it (it would have failed: the page has no such tool).
+    const serverCard = page.locator("[data-testid=tool-card][data-tool-name=get_time]");
+    assert.equal(await serverCard.getAttribute("data-runs-on"), "server");
+    assert.equal(await serverCard.getByTestId("tool-status").textContent(), "Done on the server");
+    const time = JSON.parse(byName.get_time.result);
+    assert.match(time, /\d\d:\d\d:\d\d/, `get_time's result: ${time}`);
+    assert.deepEqual(JSON.parse(byName.change_background.result), {
+      ok: true,
+      background: "lightblue",
+    });
+    const browserCard = page.locator("[data-testid=tool-card][data-tool-name=change_background]");
+    assert.equal(await browserCard.getAttribute("data-runs-on"), null);
+    await page
+      .waitForFunction(
+        (color) => getComputedStyle(document.body).backgroundColor === color,
+        LIGHTBLUE,
+        { timeout: 3_000 },
+      )
+      .catch(() => assert.fail("change_background did not repaint the page lightblue"));
+
+    const answer = await page.getByTestId("assistant-text").textContent();
+    assert.ok(answer.includes(time), `the answer does not quote get_time's result:\n${answer}`);
+    assert.ok(answer.includes("lightblue"), `the answer does not quote the page's result`);
+
+    await page.getByTestId("inspector-toggle").click();
+    const types = await page.$$eval("[data-testid=inspector-event]", (rows) =>
+      rows.map((row) => row.dataset.type),
+    );
+    // Run 1: both calls, the server's result, RUN_FINISHED with the page's call pending;
+    // run 2 (the page's result sent back): the answer.
+    assert.equal(types.filter((type) => type === "RUN_STARTED").length, 2, "two runs");
+    assert.equal(types.filter((type) => type === "TOOL_CALL_RESULT").length, 1);
+    assert.ok(types.indexOf("TOOL_CALL_RESULT") < types.indexOf("RUN_FINISHED"));
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
 describe("every scripted model: thinking, two frontend tools, the answer from their results", () => {
   for (const model of MODELS) {
     test(model, { timeout: 30_000 }, async () => {

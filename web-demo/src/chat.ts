@@ -15,6 +15,9 @@ import {
 import { FRONTEND_TOOLS, runTool } from "./tools";
 import type { ConversationView, TurnView } from "./view";
 
+/** The page's own tools; any other the model calls is the bridge's (a server tool). */
+const FRONTEND_TOOL_NAMES = new Set(FRONTEND_TOOLS.map((tool) => tool.name));
+
 /** Tool rounds per user turn: a model that keeps calling tools is stopped here. */
 const MAX_TOOL_ROUNDS = 8;
 
@@ -135,7 +138,8 @@ export class Chat {
       },
       onToolCallStartEvent: ({ event }) => {
         turn.collapseThinking();
-        turn.toolCard(event.toolCallId, event.toolCallName);
+        const card = turn.toolCard(event.toolCallId, event.toolCallName);
+        if (!FRONTEND_TOOL_NAMES.has(event.toolCallName)) card.runsOnServer();
         this.hooks.announce(`Calling ${event.toolCallName}.`);
       },
       onToolCallArgsEvent: ({ event }) => {
@@ -143,6 +147,15 @@ export class Chat {
       },
       onToolCallEndEvent: ({ event }) => {
         turn.toolCard(event.toolCallId).endArgs();
+      },
+      // A server tool's result, run by the bridge: the card completes; the page runs nothing
+      // (the call is not among RUN_FINISHED's pending ones). The bridge words a failure as
+      // "Error: …".
+      onToolCallResultEvent: ({ event }) => {
+        const content =
+          typeof event.content === "string" ? event.content : JSON.stringify(event.content);
+        turn.toolCard(event.toolCallId).setResult(content, content.startsWith("Error:"));
+        this.hooks.announce("A server tool ran.");
       },
       onRunErrorEvent: ({ event }) => {
         // The client reports its own abort as RUN_ERROR "abort": that is the Stop button.

@@ -216,6 +216,12 @@ const TOOL_STATUS: Record<ToolState, string> = {
   cancelled: "Not run",
 };
 
+/** Where a server tool's card differs: the bridge runs it, and sends its result in the run. */
+const SERVER_TOOL_STATUS: Partial<Record<ToolState, string>> = {
+  called: "Running on the server…",
+  done: "Done on the server",
+};
+
 /** A tool call: its name, its arguments as they stream, then pretty-printed, then its result. */
 export class ToolCard {
   readonly element: HTMLElement;
@@ -224,6 +230,7 @@ export class ToolCard {
   private readonly result: HTMLElement;
   private readonly resultSection: HTMLElement;
   private argsText = "";
+  private onServer = false;
 
   constructor(id: string, name: string) {
     this.status = h("span", { class: "tool-status", testid: "tool-status" });
@@ -286,6 +293,13 @@ export class ToolCard {
     this.setState(failed ? "error" : "done");
   }
 
+  /** The bridge runs this tool (it is not one of the page's): its result comes in the run. */
+  runsOnServer(): void {
+    this.onServer = true;
+    this.element.dataset.runsOn = "server";
+    this.setState(this.element.dataset.state as ToolState);
+  }
+
   cancelIfUnanswered(): void {
     const state = this.element.dataset.state;
     if (state === "streaming" || state === "called") this.setState("cancelled");
@@ -293,7 +307,8 @@ export class ToolCard {
 
   private setState(state: ToolState): void {
     this.element.dataset.state = state;
-    this.status.textContent = TOOL_STATUS[state];
+    this.status.textContent =
+      (this.onServer ? SERVER_TOOL_STATUS[state] : undefined) ?? TOOL_STATUS[state];
   }
 }
 
