@@ -178,3 +178,24 @@ def test_a_name_taken_twice_is_an_error_at_start(http_mcp: str) -> None:
 def test_server_names_that_would_make_bad_tool_names_are_refused(name: str) -> None:
     with pytest.raises(ValueError, match="MCP server name"):
         BridgeConfig(upstream_url="http://h/v1", model="m", mcp_servers={name: "python x.py"})
+
+
+def test_the_fastapi_example_runs_its_python_tools_and_the_mcp_example() -> None:
+    from bridge.scripted import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
+    from examples import fastapi_tools_app
+    from servers import serve
+
+    with serve(create_scripted_upstream()) as upstream:
+        app = fastapi_tools_app.build(
+            f"{upstream}/v1", DEFAULT_SCRIPTED_MODEL, mcp=f"python {EXAMPLE}"
+        )
+        with serve(app) as url:
+            caps = httpx.get(f"{url}/agent/capabilities").json()
+            frames = post(f"{url}/agent", ask("Please get_order and search_docs"))
+            timed = post(f"{url}/agent", ask("What time is it?"))
+    assert caps["custom"]["serverTools"][:2] == ["get_order", "search_docs"]
+    assert "clock__get_time" in caps["custom"]["serverTools"]
+    got = results(frames)
+    assert got["get_order"] == '{"number":1,"status":"unknown","items":[]}'
+    assert got["search_docs"] == '["Returns and refunds"]'  # "and", from the scripted query
+    assert results(timed)["clock__get_time"].endswith("(UTC)")
