@@ -4,8 +4,9 @@ Code map (three layers; an import-linter contract keeps each above the next):
 
 - ``bridge/core/``: the pure pipeline, no I/O: decode (Chat Completions, Responses API) → parts
   → filters (reasoning tags; ``core/text_tools/``: tool calls written as text) → emitter → events.
-- ``bridge/serve/``: HTTP in and out: the ASGI app, one run's lifecycle, the upstream request and
-  history, the upstream client, the SSE response and the frame boundary (protocol, redaction).
+- ``bridge/serve/``: HTTP in and out: the ASGI app, one run's lifecycle (with its rounds of
+  server-side tools: Python functions, MCP servers), the upstream request and history, the
+  upstream client, the SSE response and the frame boundary (protocol, redaction).
 - ``bridge/cli.py`` (+ ``cli_options.py``) and ``bridge/scripted/`` (the demo's upstream) on top;
   ``bridge/config.py`` is shared.
 
