@@ -32,6 +32,7 @@ from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
+from bridge.serve.stream import READ_BURST
 from bridge.serve.tools import ServerTools
 from bridge.serve.transcript import Transcript
 from bridge.serve.upstream import UpstreamClient
@@ -107,6 +108,7 @@ async def run_agent(
             yield [_error(run_input, ToolRoundsExceededError(message))]
             return
         rounds += 1
+        await _flush_written()
         async with aclosing(loop.tools.run(served)) as results:
             async for result in results:
                 transcript.add([result])
@@ -176,6 +178,16 @@ class _Turn:
         self.error = error or outcome.error
         if tail:
             yield tail
+
+
+async def _flush_written() -> None:
+    """Send the client what the turn's last upstream read made (its calls' ends) before the
+    tools run: the response batches the frames of one read and writes them when the upstream
+    reader waits again (``stream.ReadBurst``), and a turn's stream stops at ``[DONE]``, not at
+    another wait."""
+    burst = READ_BURST.get()
+    if burst is not None:
+        await burst.end()
 
 
 def _error(run_input: RunAgentInput, error: BridgeError) -> RunErrorEvent:
