@@ -249,19 +249,32 @@ class _LazyEvent:
         await self._get().wait()
 
 
-def test_a_tool_that_hangs_times_out_and_the_model_is_told() -> None:
-    async def get_time() -> str:
-        """Never answers."""
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_a_tool_that_hangs_times_out_and_the_model_is_told(kind: str) -> None:
+    release = threading.Event()
+
+    async def hangs_async() -> str:
         await asyncio.sleep(60)
         return "late"
 
+    def hangs_sync() -> str:
+        release.wait(60)  # a thread cannot be cancelled: it is left behind, then let go here
+        return "late"
+
+    hangs = hangs_async if kind == "async" else hangs_sync
+    hangs.__name__ = "get_time"
+    hangs.__doc__ = "Never answers in time."
     started = time.monotonic()
-    with scripted_stack(tools=[get_time], tool_timeout=0.3) as stack:
-        frames = post(stack.bridge_url, ask("What time is it?"))
+    try:
+        with scripted_stack(tools=[hangs], tool_timeout=0.3) as stack:
+            frames = post(stack.bridge_url, ask("What time is it?"))
+            again = post(stack.bridge_url, ask("What time is it now?"))  # still serving
+    finally:
+        release.set()
     assert time.monotonic() - started < 10
     assert results(frames) == {"get_time": "Error: the tool get_time did not answer within 0.3 s."}
     assert "did not answer" in joined(frames, "TEXT_MESSAGE_CONTENT")
-    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert frames[-1]["type"] == again[-1]["type"] == "RUN_FINISHED"
 
 
 def test_failures_are_results_the_model_reads_never_a_traceback_or_a_secret() -> None:

@@ -86,6 +86,8 @@ class Bridge:
         """Connect to the MCP servers and add their tools (once; the lifespan calls it, and the
         first run does when the app is mounted where its lifespan does not run). Raises
         ``ValueError`` when two server tools share a name."""
+        if self._mcp is not None:
+            return
         async with self._mcp_lock:
             if self._mcp is not None:
                 return
@@ -160,7 +162,9 @@ class Bridge:
             raise InvalidRunInputError(
                 f"the frontend's tool {taken[0]!r} has the name of a server tool of this bridge"
             )
-        offered = run_input.model_copy(update={"tools": [*frontend, *self.tools.definitions()]})
+        offered = run_input
+        if self.tools:
+            offered = run_input.model_copy(update={"tools": [*frontend, *self.tools.definitions()]})
         build_request = (
             build_responses_request
             if self.config.upstream_api == "responses"
@@ -168,7 +172,9 @@ class Bridge:
         )
 
         def build(messages: Sequence[Message]) -> dict[str, Any]:
-            conversation = offered.model_copy(update={"messages": list(messages)})
+            conversation = offered
+            if messages is not run_input.messages:
+                conversation = offered.model_copy(update={"messages": list(messages)})
             return build_request(conversation, self.config, upstream_models)
 
         return ToolLoop(self.tools, build, self.config.max_tool_rounds)

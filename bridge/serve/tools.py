@@ -10,11 +10,13 @@ with a ``TOOL_CALL_RESULT`` the model can read (a failure too: never a traceback
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
@@ -25,6 +27,10 @@ from ag_ui.core import Tool, ToolCall, ToolCallResultEvent
 from bridge.core.emitter import IdFactory, random_id
 
 logger = logging.getLogger("agui_bridge")
+
+#: Threads of their own for sync tools: hung ones must not take the event loop's default
+#: executor, which asyncio also resolves host names with (the upstream's among them).
+_TOOL_THREADS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="server-tool")
 
 #: OpenAI's rule for function names.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -83,7 +89,8 @@ def python_tool(function: Callable[..., Any]) -> ServerTool:
         else:
             # A thread: a slow sync tool must not stop the other runs. (A thread cannot be
             # cancelled; one that outlives its timeout finishes unobserved.)
-            result = await asyncio.to_thread(function, **kwargs)
+            call = functools.partial(function, **kwargs)
+            result = await asyncio.get_running_loop().run_in_executor(_TOOL_THREADS, call)
         return pydantic_core.to_json(result, fallback=str).decode()
 
     return ServerTool(name, summary, schema, invoke)
