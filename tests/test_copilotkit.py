@@ -3,9 +3,10 @@
 Debian's Chromium, for several scripted models, through CopilotRuntime and directly.
 
 This test builds the example when needed, starts a scripted stack (upstream + bridge, the bridge
-open to the example's origin for the direct wiring) and the example's server, runs the Node test,
-then checks what the upstream received: the tool loop's follow-up and the second turn carried the
-history CopilotKit kept (reasoning, tool calls, tool results, the answer).
+open to the example's origin for the direct wiring, with one server tool: ``get_time``) and the
+example's server, runs the Node test, then checks what the upstream received: the tool loop's
+follow-up and the second turn carried the history CopilotKit kept (reasoning, tool calls, tool
+results, the answer); in the mixed turn, the bridge's result came back before the page's.
 
 ``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshot the test took to ``docs/copilotkit.png``.
 """
@@ -57,6 +58,21 @@ REASONING_FREE = ("scripted-plain",)
 SIGNED_REASONING = ("scripted-openrouter",)
 WIRINGS = ("runtime", "direct")
 TOOL_CALLS = [("get_weather", {"city": "Paris"}), ("change_background", {"color": "lightblue"})]
+#: Models that also run the mixed turn (both wirings): the bridge's get_time beside the page's
+#: change_background. Tool calls as calls and as text.
+MIXED_MODELS = ("scripted-reasoning-content", "scripted-hermes-text")
+MIXED_PROMPT = "What time is it? And make the background lightblue."
+MIXED_CALLS = [("change_background", {"color": "lightblue"}), ("get_time", {})]
+OFFERED = ["change_background", "get_time", "get_weather"]
+
+
+def get_time() -> str:
+    """The current time."""
+    return "12:00"
+
+
+#: get_time's result as the bridge sends it (TOOL_CALL_RESULT) and as it must come back upstream.
+SERVER_TIME = json.dumps(get_time())
 
 
 def test_copilotkit_example_in_chromium() -> None:
@@ -75,13 +91,16 @@ def test_copilotkit_example_in_chromium() -> None:
     app_origin = f"http://127.0.0.1:{app_port}"
     with (
         # Every turn's reasoning goes upstream, so the second turn shows what CopilotKit sent back.
-        scripted_stack(cors_origins=(app_origin,), reasoning_scope="all") as stack,
+        scripted_stack(
+            cors_origins=(app_origin,), reasoning_scope="all", tools=[get_time]
+        ) as stack,
         _example_server(stack, app_port),
     ):
         env = {
             **os.environ,
             "APP_URL": f"{app_origin}/",
             "MODELS": ",".join(MODELS),
+            "MIXED_MODELS": ",".join(MIXED_MODELS),
             "REASONING_FREE": ",".join(REASONING_FREE),
             "ARTIFACTS_DIR": str(ARTIFACTS),
         }
@@ -98,11 +117,21 @@ def test_copilotkit_example_in_chromium() -> None:
         if not re.search(rf"^{line}$", output, re.MULTILINE):
             pytest.fail(f"the CopilotKit test did not report {line!r}:\n{output}", pytrace=False)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    if not passed or int(passed.group(1)) != len(MODELS) * len(WIRINGS):
+    cases = (len(MODELS) + len(MIXED_MODELS)) * len(WIRINGS)
+    if not passed or int(passed.group(1)) != cases:
         pytest.fail(f"the CopilotKit test did not pass every case:\n{output}", pytrace=False)
 
+    for request in requests:
+        offered = sorted(tool["function"]["name"] for tool in request["tools"])
+        assert offered == OFFERED, request["tools"]
     for model in MODELS:
-        _check_upstream_saw(model, [r for r in requests if r.get("model") == model])
+        asked = [r for r in requests if r.get("model") == model]
+        _check_upstream_saw(model, [r for r in asked if _question(r) == ASK_TOOLS])
+        mixed = [r for r in asked if _question(r) == MIXED_PROMPT]
+        if model in MIXED_MODELS:
+            _check_mixed_turn(model, mixed)
+        else:
+            assert mixed == [], model
 
     assert (ARTIFACTS / "copilotkit.png").stat().st_size > 10_000, "no screenshot"
     if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
@@ -126,10 +155,6 @@ def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
     """Per wiring, three requests: the question, the tool loop's follow-up, the second turn."""
     reasons = model not in REASONING_FREE
     assert len(requests) == 3 * len(WIRINGS), [_roles(r) for r in requests]
-    for request in requests:
-        offered = sorted(tool["function"]["name"] for tool in request["tools"])
-        assert offered == ["change_background", "get_weather"], request["tools"]
-
     questions = [r for r in requests if _roles(r) == ["user"]]
     follow_ups = [r for r in requests if _roles(r) == ["user", "assistant", "tool", "tool"]]
     second_turns = [
@@ -173,6 +198,34 @@ def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
             assert answer["content"].startswith("Here is what the tools returned"), answer
             if reasons:
                 assert "I will answer with what they said" in answer["reasoning_content"], answer
+
+
+def _check_mixed_turn(model: str, requests: list[dict[str, Any]]) -> None:
+    """Per wiring, two requests: the question, then (once the page ran change_background) the
+    follow-up. The bridge ran get_time inside the first run and asked the model nothing more;
+    the follow-up carries its result first, byte for byte as the bridge sent it, then the page's."""
+    assert [_roles(r) for r in requests] == [["user"], ["user", "assistant", "tool", "tool"]] * len(
+        WIRINGS
+    ), [_roles(r) for r in requests]
+    for follow_up in requests[1::2]:
+        user, calling, *results = follow_up["messages"][-4:]
+        assert user["content"] == MIXED_PROMPT
+        calls = calling["tool_calls"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == (
+            MIXED_CALLS
+        )
+        ids = {c["function"]["name"]: c["id"] for c in calls}
+        server, frontend = results
+        assert server == {"role": "tool", "tool_call_id": ids["get_time"], "content": SERVER_TIME}
+        assert frontend["tool_call_id"] == ids["change_background"]
+        assert json.loads(frontend["content"]) == {"background": "lightblue"}
+        if model not in REASONING_FREE:
+            assert "I will call change_background" in calling.get("reasoning_content", ""), calling
+
+
+def _question(request: dict[str, Any]) -> str:
+    """The first user message's text: which case a request belongs to."""
+    return next(m["content"] for m in request["messages"] if m["role"] == "user")
 
 
 def _roles(request: dict[str, Any]) -> list[str]:

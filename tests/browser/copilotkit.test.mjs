@@ -4,6 +4,9 @@
 // Driven by tests/test_copilotkit.py, which starts the servers and sets:
 //   APP_URL        the example's server (page + CopilotRuntime); its agent is a scripted stack
 //   MODELS         comma-separated scripted models to run, each in both wirings
+//   MIXED_MODELS   comma-separated models among them that also run the mixed turn, in both
+//                  wirings: the bridge's server tool get_time (which returns "12:00") beside the
+//                  page's change_background
 //   REASONING_FREE comma-separated models among them that stream no reasoning
 //   ARTIFACTS_DIR  where the screenshot goes (copilotkit.png)
 //
@@ -24,11 +27,12 @@ const env = (name) => {
 };
 const APP_URL = env("APP_URL");
 const MODELS = env("MODELS").split(",");
+const MIXED_MODELS = env("MIXED_MODELS").split(",").filter(Boolean);
 const REASONING_FREE = new Set(env("REASONING_FREE").split(",").filter(Boolean));
 const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
 const WIRINGS = ["runtime", "direct"];
-/** The case whose page is photographed after its tool run. */
-const SCREENSHOT_CASE = { wiring: "runtime", model: MODELS[0] };
+/** The mixed case whose page is photographed after its tool run (docs/copilotkit.png). */
+const SCREENSHOT_CASE = { wiring: "runtime", model: MIXED_MODELS[0] };
 
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const CHROMIUM_ARGS = [
@@ -43,6 +47,10 @@ const CHROMIUM_ARGS = [
 const DESKTOP = { width: 1100, height: 900 };
 const TOOLS_PROMPT = "What's the weather in Paris? And make the background lightblue.";
 const LIGHTBLUE = "rgb(173, 216, 230)";
+/** A turn mixing the bridge's server tool (get_time) and a frontend tool (change_background). */
+const MIXED_PROMPT = "What time is it? And make the background lightblue.";
+/** get_time's result as the bridge sends it in TOOL_CALL_RESULT: "12:00", JSON-encoded. */
+const SERVER_TIME = '"12:00"';
 const RUN_TIMEOUT = 20_000;
 /** The second user turn; it names its wiring so the upstream's log can tell the cases apart. */
 const thanks = (wiring) => `Thanks, that is all from ${wiring}`;
@@ -149,6 +157,7 @@ const transcript = (page) =>
           const tools = [...element.querySelectorAll("[data-testid=tool-card]")].map((card) => ({
             name: card.dataset.toolName,
             status: card.dataset.status,
+            runsOn: card.dataset.runsOn,
             args: JSON.parse(card.querySelector("[data-testid=tool-args]").textContent),
             result: card.querySelector("[data-testid=tool-result]")?.textContent,
           }));
@@ -265,8 +274,6 @@ for (const wiring of WIRINGS) {
             );
             await block.locator("button").click();
           }
-          if (wiring === SCREENSHOT_CASE.wiring && model === SCREENSHOT_CASE.model)
-            await saveScreenshot(page);
 
           // Turn 2: the whole history (reasoning, tool calls and results) goes back; the scripted
           // model, asked nothing a tool does, answers in text. test_copilotkit.py checks what the
@@ -285,6 +292,74 @@ for (const wiring of WIRINGS) {
             2,
             "no tool ran again",
           );
+
+          await checkClean(page, problems);
+        } finally {
+          await page.close();
+        }
+      });
+    }
+
+    for (const model of MIXED_MODELS) {
+      test(`${model}: a server tool (run by the bridge) and a frontend tool in one turn`, async () => {
+        const { page, problems } = await openPage(wiring, model);
+        try {
+          // The model calls change_background and get_time at once; the bridge runs get_time and
+          // sends its TOOL_CALL_RESULT, the run ends with change_background pending, the page
+          // runs it, and CopilotKit's follow-up run brings the answer quoting both results.
+          await send(page, MIXED_PROMPT);
+          await answered(page, problems, "Here is what the tools returned");
+
+          assert.deepEqual(
+            await page.evaluate(() => window.toolCalls),
+            [{ name: "change_background", args: { color: "lightblue" } }],
+            "only the frontend tool ran in the browser",
+          );
+          assert.equal(
+            await page.evaluate(() => getComputedStyle(document.body).backgroundColor),
+            LIGHTBLUE,
+          );
+
+          const turn = await transcript(page);
+          assert.deepEqual(
+            turn.map((entry) => entry.kind),
+            expectedKinds(model, 1),
+            JSON.stringify(turn, null, 1),
+          );
+          assert.equal(turn[0].text, MIXED_PROMPT);
+          const [toolMessage, answer] = turn.filter((entry) => entry.kind === "assistant");
+          assert.equal(toolMessage.text, "", "the tool-calling message has no text of its own");
+          assert.deepEqual(
+            toolMessage.tools.map(({ name, status, runsOn, args }) => ({
+              name,
+              status,
+              runsOn,
+              args,
+            })),
+            [
+              {
+                name: "change_background",
+                status: "complete",
+                runsOn: "browser",
+                args: { color: "lightblue" },
+              },
+              { name: "get_time", status: "complete", runsOn: "server", args: {} },
+            ],
+          );
+          const results = Object.fromEntries(
+            toolMessage.tools.map((tool) => [tool.name, tool.result]),
+          );
+          assert.equal(results.get_time, SERVER_TIME, "get_time's card shows the bridge's result");
+          assert.deepEqual(JSON.parse(results.change_background), { background: "lightblue" });
+          assert.deepEqual(answer.tools, []);
+          for (const tool of toolMessage.tools) {
+            assert.ok(
+              answer.text.includes(`${tool.name}: “${tool.result}”`),
+              `the answer quotes ${tool.name}'s result: ${answer.text}`,
+            );
+          }
+          if (wiring === SCREENSHOT_CASE.wiring && model === SCREENSHOT_CASE.model)
+            await saveScreenshot(page);
 
           await checkClean(page, problems);
         } finally {

@@ -1,4 +1,5 @@
-// A CopilotKit v2 chat whose agent is agui-bridge, with two frontend tools.
+// A CopilotKit v2 chat whose agent is agui-bridge, with two frontend tools; the bridge's own
+// (server) tools get a card too, with the result the bridge sent.
 //
 //   ?wiring=runtime (default)  the page talks to CopilotRuntime (server.mjs), whose HttpAgent
 //                              talks to the bridge
@@ -16,6 +17,7 @@ import {
   useAgent,
   UseAgentUpdate,
   useFrontendTool,
+  useRenderTool,
 } from "@copilotkit/react-core/v2";
 import { StrictMode, useState } from "react";
 import { createRoot } from "react-dom/client";
@@ -68,19 +70,50 @@ type ToolCardProps = {
   args: Partial<Record<string, unknown>>;
   status: string;
   result?: string;
+  /** Where the tool runs: "browser" (this page's handler) or "server" (the bridge). */
+  runsOn?: "browser" | "server";
 };
 
-function ToolCard({ name, args, status, result }: ToolCardProps) {
+function ToolCard({ name, args, status, result, runsOn = "browser" }: ToolCardProps) {
   return (
-    <div className="tool-card" data-testid="tool-card" data-tool-name={name} data-status={status}>
+    <div
+      className={`tool-card tool-card-${runsOn}`}
+      data-testid="tool-card"
+      data-tool-name={name}
+      data-status={status}
+      data-runs-on={runsOn}
+    >
       <div className="tool-card-head">
         <span className="tool-name">{name}</span>
+        {runsOn === "server" && <span className="tool-where">run by the bridge</span>}
         <span className={`tool-status tool-status-${status}`}>{status}</span>
       </div>
       <pre data-testid="tool-args">{JSON.stringify(args)}</pre>
       {result !== undefined && <pre data-testid="tool-result">{result}</pre>}
     </div>
   );
+}
+
+/** What CopilotKit hands a catch-all (`"*"`) renderer. */
+type AnyToolProps = {
+  name: string;
+  parameters: unknown;
+  status: "inProgress" | "executing" | "complete";
+  result: string | undefined;
+};
+
+/**
+ * The card of a tool this page does not define: one of the bridge's server tools, which the bridge
+ * runs inside the run and answers with TOOL_CALL_RESULT. CopilotKit stores that result as the
+ * call's tool message, so the card shows it, complete; the page registers no handler for it, so
+ * nothing runs in the browser.
+ */
+function ServerToolCard({ name, parameters, status, result }: AnyToolProps) {
+  const args =
+    parameters !== null && typeof parameters === "object"
+      ? (parameters as Record<string, unknown>)
+      : {};
+  return <ToolCard name={name} args={args} status={status} result={result} runsOn="server" />;
 }
 
 function FrontendTools() {
@@ -105,6 +138,8 @@ function FrontendTools() {
     },
     render: ToolCard,
   });
+  // A renderer only (no handler): any other tool the model calls is the bridge's.
+  useRenderTool({ name: "*", render: ServerToolCard }, []);
   return null;
 }
 
@@ -146,7 +181,9 @@ function App() {
         ))}
         <main className="chat">
           <CopilotChat
-            labels={{ chatInputPlaceholder: "Ask for the weather and a background colour…" }}
+            labels={{
+              chatInputPlaceholder: "Ask for the weather, the time, a background colour…",
+            }}
           />
         </main>
       </div>
