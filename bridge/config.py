@@ -163,6 +163,11 @@ class BridgeConfig:
     """Rounds of server tool calls in one run; a model still calling them after that ends
     the run with RUN_ERROR ``tool_rounds_exceeded``."""
 
+    record_dir: str | None = None
+    """If set, every run is recorded to a file in this folder: the upstream request (without the
+    key), its status, headers and raw bytes as they arrived, and the events sent
+    (``bridge.serve.record``; ``agui-bridge replay`` serves them again)."""
+
     def __post_init__(self) -> None:
         url = urlsplit(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.netloc:

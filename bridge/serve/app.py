@@ -42,6 +42,7 @@ from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
 from bridge.serve.mcp_tools import McpServer, start_mcp_servers
+from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
 from bridge.serve.run import ToolLoop, run_agent
@@ -74,6 +75,10 @@ class Bridge:
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
         self.redactor = Redactor((config.api_key, config.auth_token))
         install_log_redaction(self.redactor)
+        self.recorder: Recorder | None = None
+        if config.record_dir is not None:  # serve --record: each run and its upstream exchange
+            self.recorder = Recorder(config.record_dir, config, self.redactor)
+            self._transport = self.recorder.transport(transport)
         self.tools = ServerTools(
             [python_tool(tool) for tool in tools],
             timeout=config.tool_timeout,
@@ -137,8 +142,11 @@ class Bridge:
                 headers = {"WWW-Authenticate": "Bearer"}
             return self.error_response(exc.status, exc.code, exc.message, headers=headers)
         self.active_runs += 1
+        frames = self._frames(run_input, body, loop)
+        if self.recorder is not None:
+            frames = self.recorder.recorded(run_input, frames)
         return EventStreamResponse(
-            self._frames(run_input, body, loop),
+            frames,
             keepalive_interval=self.config.keepalive_interval,
             stop=self._stop_runs,
             stop_frame=_SHUTDOWN_FRAME,
