@@ -1,8 +1,10 @@
-"""``agui-bridge serve | demo | scripted-upstream``: flags only map onto ``BridgeConfig``."""
+"""``agui-bridge serve | demo | doctor | replay | scripted-upstream``: flags only map onto
+``BridgeConfig`` (or the doctor's and the replay's few settings)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import sys
@@ -21,6 +23,8 @@ from bridge.cli_options import add_translate_options, mcp_servers
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
 from bridge.demo_tools import DEMO_TOOLS
+from bridge.doctor import DEFAULT_KEY_ENV, diagnose, redacted_output
+from bridge.replay import load_recording, replay_summary, serve_replay
 from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.serve.app import Bridge, create_app, mount
 
@@ -77,9 +81,54 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also serve the demo page at / (built into web-demo/dist by `make demo`)",
     )
+    serve.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record every run in DIR (one JSON Lines file each: the upstream request without "
+        "the key, its status, headers and raw bytes with their times, the events sent); "
+        "`agui-bridge replay DIR` serves them again",
+    )
     _add_listen(serve, port=8000)
     add_translate_options(serve)
     serve.set_defaults(handler=_serve)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="probe an upstream and tell which serve flags it needs",
+        description="Probe an OpenAI-compatible upstream with a few small requests and report "
+        "how it sends reasoning, tool calls and usage, and the serve command it needs. Exit "
+        "status 0 when the upstream is usable.",
+    )
+    doctor.add_argument(
+        "--upstream-url",
+        default=os.environ.get("OPENAI_BASE_URL"),
+        help="base URL of the OpenAI-compatible API, including /v1 (default: $OPENAI_BASE_URL)",
+    )
+    doctor.add_argument("--model", help="model to probe (default: the first the upstream lists)")
+    doctor.add_argument(
+        "--api-key-env",
+        default=DEFAULT_KEY_ENV,
+        metavar="VAR",
+        help="environment variable holding the upstream API key (default: OPENAI_API_KEY)",
+    )
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.set_defaults(handler=_doctor)
+
+    replay = commands.add_parser(
+        "replay",
+        help="serve recorded runs (serve --record DIR) as an OpenAI-compatible upstream",
+        description="Serve the upstream answers recorded by `serve --record DIR`, with their "
+        "read boundaries and pace: point a bridge at it to reproduce the recorded runs.",
+    )
+    replay.add_argument("directory", metavar="DIR", help="the folder given to serve --record")
+    replay.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="pace factor: 2 replays twice as fast, 0.5 at half speed (default 1)",
+    )
+    _add_listen(replay, port=8001)
+    replay.set_defaults(handler=_replay)
 
     demo = commands.add_parser(
         "demo",
@@ -163,6 +212,7 @@ def _config(
         mcp_servers=mcp_servers(args.mcp),
         tool_timeout=args.tool_timeout,
         max_tool_rounds=args.max_tool_rounds,
+        record_dir=getattr(args, "record", None),
     )
 
 
@@ -248,6 +298,27 @@ class _GracefulServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._bridge.begin_shutdown(self._grace)
         super().handle_exit(sig, frame)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    if not args.upstream_url:
+        print("agui-bridge: give --upstream-url or set OPENAI_BASE_URL", file=sys.stderr)
+        return 2
+    key = os.environ.get(args.api_key_env) or None
+    report = asyncio.run(
+        diagnose(args.upstream_url, model=args.model, api_key=key, api_key_env=args.api_key_env)
+    )
+    print(redacted_output(report, key, as_json=args.json), flush=True)
+    return 0 if report["usable"] else 1
+
+
+def _replay(args: argparse.Namespace) -> int:
+    recording = load_recording(args.directory)
+    port = args.port or _free_port(args.host)
+    for line in replay_summary(recording, f"http://{_display_host(args.host)}:{port}"):
+        print(line, flush=True)
+    serve_replay(recording, host=args.host, port=port, speed=args.speed, log_level=args.log_level)
+    return 0
 
 
 def _scripted(args: argparse.Namespace) -> int:

@@ -238,9 +238,7 @@ def test_the_replay_command_serves_a_recording(tmp_path: Path) -> None:
 def test_serve_record_flag_maps_onto_the_config(tmp_path: Path) -> None:
     from bridge.cli import _config, _parser
 
-    args = _parser().parse_args(
-        ["serve", "--upstream-url", "http://127.0.0.1:8080/v1", "--model", "m"]
-        + ["--record", str(tmp_path)]
-    )
+    flags = ["--upstream-url", "http://127.0.0.1:8080/v1", "--model", "m"]
+    args = _parser().parse_args(["serve", *flags, "--record", str(tmp_path)])
     config = _config(args, upstream_url=args.upstream_url, model="m", models=[], api_key=None)
     assert config.record_dir == str(tmp_path)

@@ -1,0 +1,278 @@
+"""``agui-bridge doctor``: against the scripted upstream in every dialect, against real llama.cpp
+exchanges (``shared/fixtures/llamacpp/``) served back by the replay server, and in the faults a
+user meets first (nothing listening, a key refused, an HTML 502 from a proxy)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from bridge.cli import _config, _parser, main
+from bridge.doctor import HARMONY_REASONING, diagnose
+from bridge.replay import create_replay_app, load_recording
+from bridge.scripted import SCRIPTED_MODELS, create_scripted_upstream
+from bridge.serve.record import FORMAT
+from faulty_upstream import fault_model, faulty_upstream, refusing_upstream
+from helpers import FIXTURES
+from servers import serve
+
+THINK = ["<think>", "</think>"]
+HARMONY = list(HARMONY_REASONING)
+
+#: model: (reasoning, reasoning_tags, starts_in_reasoning, tool_calls)
+EXPECTED: dict[str, tuple[str, list[str] | None, bool, str]] = {
+    "scripted-reasoning-content": ("reasoning_content", None, False, "structured"),
+    "scripted-reasoning": ("reasoning", None, False, "structured"),
+    "scripted-think-tags": ("tags", THINK, False, "structured"),
+    "scripted-think-no-open": ("tags", THINK, True, "structured"),
+    "scripted-deepseek-legacy": ("reasoning_content", THINK, False, "structured"),
+    "scripted-openrouter": ("reasoning_details", None, False, "structured"),
+    "scripted-plain": ("none", None, False, "structured"),
+    "scripted-hermes-text": ("tags", THINK, False, "hermes"),
+    "scripted-mistral-text": ("reasoning_content", None, False, "mistral"),
+    "scripted-llama-text": ("reasoning", None, False, "llama"),
+    "scripted-pythonic-text": ("reasoning_content", None, False, "pythonic"),
+    "scripted-qwen3-coder-text": ("tags", THINK, False, "qwen3_coder"),
+    "scripted-glm-text": ("reasoning_content", None, False, "glm45"),
+    "scripted-kimi-text": ("reasoning", None, False, "kimi_k2"),
+    "scripted-deepseek-v3-text": ("reasoning_content", None, False, "deepseek_v3"),
+    "scripted-harmony-text": ("tags", HARMONY, False, "harmony"),
+}
+
+
+def test_every_scripted_dialect_is_listed() -> None:
+    assert set(EXPECTED) == set(SCRIPTED_MODELS)
+
+
+@pytest.fixture(scope="module")
+def scripted_url() -> Iterator[str]:
+    with serve(create_scripted_upstream()) as url:
+        yield f"{url}/v1"
+
+
+@pytest.mark.parametrize("model", SCRIPTED_MODELS)
+def test_scripted_dialect(scripted_url: str, model: str) -> None:
+    report = asyncio.run(diagnose(scripted_url, model=model))
+    reasoning, tags, starts, tool_calls = EXPECTED[model]
+    assert report["usable"] is True
+    assert report["reasoning"] == reasoning
+    assert report["reasoning_tags"] == tags
+    assert report["starts_in_reasoning"] is starts
+    assert report["tool_calls"] == tool_calls
+    assert report["usage"] is True
+    assert report["responses_api"] is True
+    assert report["reasoning_round_trip"] == "accepted"
+    assert report["server"] == "agui-bridge scripted upstream"
+    assert report["models"] == list(SCRIPTED_MODELS)
+
+    # The serve line is one the CLI takes, and it reads what the model says right: with its
+    # flags the bridge shows the reasoning as reasoning and the call as a call, no markers.
+    command = shlex.split(report["serve_command"])
+    assert command[:2] == ["agui-bridge", "serve"]
+    args = _parser().parse_args(command[1:])
+    assert args.model == model and args.upstream_url == scripted_url
+    assert args.starts_in_reasoning is starts
+    expected_format = tool_calls if tool_calls != "structured" else "auto"
+    assert _config(args, upstream_url=scripted_url, model=model, models=[], api_key=None)
+    assert args.text_tool_format == expected_format
+    view = report["bridge_view"]
+    assert bool(view["plain"]["reasoning"]) is (reasoning != "none")
+    for marker in ("<think>", "</think>", "<|channel|>", "<tool_call>"):
+        assert marker not in view["plain"]["text"] + view["tools"]["text"]
+    assert view["tools"]["tool_calls"] == ["get_weather"]
+    if starts:
+        assert any("--starts-in-reasoning" in warning for warning in report["warnings"])
+    else:
+        assert report["warnings"] == []
+
+
+def test_the_command_prints_a_table_and_json(
+    scripted_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = ["doctor", "--upstream-url", scripted_url, "--model", "scripted-think-no-open"]
+    assert main(flags) == 0
+    table = capsys.readouterr().out
+    assert "reasoning             tags" in table
+    assert "starts_in_reasoning   yes" in table
+    assert "--starts-in-reasoning" in table
+    assert main([*flags, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["starts_in_reasoning"] is True
+    probes = [probe["probe"] for probe in report["probes"]]
+    assert probes == ["plain", "tools", "responses", "reasoning_back"]
+
+
+def test_the_first_listed_model_is_probed_when_none_is_named(scripted_url: str) -> None:
+    report = asyncio.run(diagnose(scripted_url))
+    assert report["model"] == SCRIPTED_MODELS[0]
+    assert "--model scripted-reasoning-content" in report["serve_command"]
+
+
+# --- real llama.cpp exchanges, served back ---------------------------------------------------
+
+
+def _recording_from_fixtures(folder: Path, exchanges: list[tuple[str, str, str]]) -> None:
+    """Write llama.cpp fixture exchanges (method, path, fixture name) as a recorded run: each
+    SSE frame one read, as llama.cpp writes them."""
+    lines: list[dict[str, Any]] = [
+        {
+            "type": "run",
+            "t": 0.0,
+            "format": FORMAT,
+            "config": {"upstream_url": "http://127.0.0.1:8080/v1"},
+        }
+    ]
+    for number, (method, path, name) in enumerate(exchanges, 1):
+        request = FIXTURES / f"{name}.request.json"
+        body = json.loads(request.read_text()) if request.exists() else None
+        url = f"http://127.0.0.1:8080{path}"
+        lines.append({"type": "request", "t": 0.0, "exchange": number, "method": method})
+        lines[-1].update(url=url, headers={}, body=body)
+        status_line, *header_lines = (FIXTURES / f"{name}.headers").read_text().splitlines()
+        headers = [line.split(":", 1) for line in header_lines if ":" in line]
+        status = int(status_line.split()[1])
+        lines.append({"type": "response", "t": 0.001, "exchange": number, "status": status})
+        lines[-1]["headers"] = [[key.strip(), value.strip()] for key, value in headers]
+        sse = FIXTURES / f"{name}.sse"
+        if sse.exists():
+            frames = [f + "\n\n" for f in sse.read_text().split("\n\n") if f]
+        else:
+            frames = [(FIXTURES / f"{name}.json").read_text()]
+        for i, frame in enumerate(frames):
+            lines.append({"type": "read", "t": 0.002 + i / 1e4, "exchange": number, "text": frame})
+        lines.append({"type": "end", "t": 0.01, "exchange": number, "complete": True})
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    (folder / "llamacpp.jsonl").write_text(text, encoding="utf-8")
+
+
+def _llama_cpp(folder: Path, flavour: str, chats: list[str]) -> dict[str, Any]:
+    chat = "/v1/chat/completions"
+    exchanges = [("GET", "/props", f"{flavour}_server_props")]
+    exchanges += [("POST", chat, name) for name in chats]
+    _recording_from_fixtures(folder, exchanges)
+    with serve(create_replay_app(load_recording(folder), speed=100)) as url:
+        report = asyncio.run(diagnose(f"{url}/v1", model="qwen3-tiny-random"))
+    assert report["server"] == "llama.cpp (build b0-unknown)"
+    assert report["models"] == []  # not recorded: the replay answers 404
+    assert report["responses_api"] is False
+    assert report["tool_calls"] == "structured"
+    assert any("supports_preserve_reasoning: false" in w for w in report["warnings"])
+    assert report["bridge_view"]["tools"]["tool_calls"] == ["get_time", "get_weather"]
+    return report
+
+
+def test_llama_cpp_reasoning_format_none(tmp_path: Path) -> None:
+    chats = [
+        "none_reasoning_stream",
+        "none_tools_parallel_stream",
+        "deepseek_history_reasoning_stream",
+    ]
+    report = _llama_cpp(tmp_path, "none", chats)
+    assert report["usable"] is True
+    assert (report["reasoning"], report["reasoning_tags"]) == ("tags", THINK)
+    assert report["starts_in_reasoning"] is False
+    assert report["usage"] is False
+    assert report["reasoning_round_trip"] == "accepted"
+    assert any("no token usage" in warning for warning in report["warnings"])
+    assert report["serve_command"] == (
+        f"agui-bridge serve --upstream-url {report['upstream']} --model qwen3-tiny-random"
+    )
+    view = report["bridge_view"]["plain"]
+    assert view["reasoning"] == "Okay it time wants Paris Tokyo both Tokyo the and."
+    assert view["text"].startswith("The wants should")
+
+
+def test_llama_cpp_reasoning_format_deepseek(tmp_path: Path) -> None:
+    chats = [
+        "deepseek_reasoning_stream_usage",
+        "deepseek_tools_parallel_stream",
+        "deepseek_history_reasoning_stream",
+    ]
+    report = _llama_cpp(tmp_path, "deepseek", chats)
+    assert (report["reasoning"], report["reasoning_tags"]) == ("reasoning_content", None)
+    assert report["usage"] is True
+    assert report["reasoning_round_trip"] == "accepted"
+
+
+def test_reasoning_sent_back_and_refused(tmp_path: Path) -> None:
+    """The tool loop with its reasoning gets llama.cpp's real 400; without it, an answer."""
+    chats = [
+        "deepseek_reasoning_stream_usage",
+        "deepseek_tools_parallel_stream",
+        "deepseek_error_messages_not_array",
+        "deepseek_history_reasoning_stream",
+    ]
+    report = _llama_cpp(tmp_path, "deepseek", chats)
+    assert report["reasoning_round_trip"] == "rejected"
+    assert report["serve_command"].endswith("--reasoning-history drop")
+    refused = [w for w in report["warnings"] if "refuses reasoning sent back" in w]
+    assert refused and "upstream_http_400" in refused[0]
+
+
+# --- faults -------------------------------------------------------------------------------------
+
+
+def test_nothing_listening(capsys: pytest.CaptureFixture[str]) -> None:
+    with refusing_upstream() as url:
+        assert main(["doctor", "--upstream-url", url, "--model", "m", "--json"]) == 1
+        report = json.loads(capsys.readouterr().out)
+        assert report["usable"] is False
+        assert any("unreachable" in w and "upstream_unreachable" in w for w in report["warnings"])
+        assert [probe["probe"] for probe in report["probes"]] == ["plain"]
+        # With no model named and no list to choose from there is nothing to probe.
+        assert main(["doctor", "--upstream-url", url]) == 1
+        assert "no --model given" in capsys.readouterr().out
+
+
+def test_a_refused_key_is_reported_and_never_shown(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = "sk-doctor-secret-0123456789abcdef"
+
+    async def refuse(request: Request) -> JSONResponse:
+        # As OpenAI does: the key quoted back in the message.
+        given = request.headers.get("authorization", "").removeprefix("Bearer ")
+        message = f"Incorrect API key provided: {given}."
+        return JSONResponse({"error": {"message": message, "code": "invalid_api_key"}}, 401)
+
+    app = Starlette(routes=[Route("/{path:path}", refuse, methods=["GET", "POST"])])
+    monkeypatch.setenv("DOCTOR_TEST_KEY", key)
+    with serve(app) as url:
+        flags = ["doctor", "--upstream-url", f"{url}/v1", "--model", "gpt-x"]
+        flags += ["--api-key-env", "DOCTOR_TEST_KEY"]
+        assert main(flags) == 1
+        table = capsys.readouterr().out
+        assert main([*flags, "--json"]) == 1
+        out = capsys.readouterr().out
+    assert key not in table + out and key[:12] not in table + out
+    report = json.loads(out)
+    assert report["usable"] is False
+    (rejected, *_) = [w for w in report["warnings"] if "rejected the key" in w]
+    assert "upstream_http_401" in rejected and "[redacted]" in rejected
+    assert "$DOCTOR_TEST_KEY" in rejected
+    assert "--api-key-env DOCTOR_TEST_KEY" in report["serve_command"]
+    assert "rejected the key" in table
+
+
+def test_an_html_502(capsys: pytest.CaptureFixture[str]) -> None:
+    with faulty_upstream() as upstream:
+        model = fault_model("status", code=502, body="html")
+        assert main(["doctor", "--upstream-url", upstream.url, "--model", model, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["usable"] is False
+    assert any("upstream_http_502" in warning for warning in report["warnings"])
+
+
+def test_a_bad_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--upstream-url", "localhost:8080"]) == 2
+    assert "upstream_url must be an http(s) URL" in capsys.readouterr().err
