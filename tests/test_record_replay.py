@@ -159,7 +159,7 @@ def test_a_cut_answer_is_cut_again(tmp_path: Path) -> None:
     assert before[-1]["type"] == "RUN_ERROR" and before[-1]["code"] == "upstream_truncated"
     (record,) = _records(tmp_path)
     end = next(line for line in record if line["type"] == "end")
-    assert end["complete"] is False and end["error"]
+    assert end["complete"] is False and end["error"] and end["kind"] == "closed"
     (after,) = _replayed(tmp_path, config, [record[0]["input"]])
     assert _normalized(after) == _normalized(before)
 
@@ -176,9 +176,10 @@ def test_a_refused_request_is_recorded_and_replayed_as_a_502(tmp_path: Path) -> 
         "request",
         "error",
     ]
+    assert next(line for line in record if line["type"] == "error")["kind"] == "connect"
     (after,) = _replayed(tmp_path, config, [record[0]["input"]])
     assert after[-1]["type"] == "RUN_ERROR" and after[-1]["code"] == "upstream_http_502"
-    assert "ConnectError" in after[-1]["message"]
+    assert "failed before any answer" in after[-1]["message"]
 
 
 def test_no_recorded_answer_is_a_404(tmp_path: Path) -> None:

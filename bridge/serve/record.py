@@ -14,8 +14,10 @@ seconds since the run began (monotonic clock):
 - ``read``: ``exchange`` and the bytes of one network read as they arrived (before any content
   decoding): ``text`` when they are valid UTF-8, else ``base64``;
 - ``end``: ``exchange``; ``complete`` (the body was read to its end; false when the bridge stopped
-  reading, after ``[DONE]`` say) and ``error`` (how the connection failed, or null);
-- ``error``: ``exchange`` and ``error``: the request failed before any answer (refused, timeout);
+  reading, after ``[DONE]`` say) and ``error`` (how the connection failed, or null; then ``kind``,
+  as ``bridge.serve.transport.failure_kind`` reads it: ``closed``, ``read_timeout``, …);
+- ``error``: ``exchange``, ``error`` and ``kind``: the request failed before any answer
+  (``connect``, ``connect_timeout``, …);
 - ``event``: one AG-UI ``event`` the bridge sent its client, as it went out (after the client's
   protocol shaping and redaction);
 - ``run_end``: the run is over.
@@ -48,6 +50,7 @@ from ag_ui.core import RunAgentInput
 
 from bridge.config import BridgeConfig
 from bridge.serve.redact import Redactor
+from bridge.serve.transport import failure_kind, network_transport
 
 FORMAT = "agui-bridge-record/1"
 
@@ -71,11 +74,16 @@ class Recorder:
         settings.pop("auth_token", None)
         self._settings = settings
         self._count = itertools.count(1)
+        self._transport_kind = config.upstream_transport
 
     def transport(self, inner: httpx.AsyncBaseTransport | None = None) -> RecordingTransport:
-        """The transport for the upstream client: ``inner`` (the network by default), recorded
-        for the run in progress."""
-        return RecordingTransport(inner or _network())
+        """The transport for the upstream client: ``inner`` (by default the network, through the
+        configured transport), recorded for the run in progress."""
+        if inner is None:
+            # The pool the upstream client would have made itself (bridge.serve.upstream).
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+            inner = network_transport(self._transport_kind, limits)
+        return RecordingTransport(inner)
 
     async def recorded(
         self, run_input: RunAgentInput, frames: AsyncGenerator[str, None]
@@ -124,11 +132,11 @@ class RunRecord:
         self._began = time.monotonic()
         self._exchanges = itertools.count(1)
 
-    def write(self, kind: str, **fields: Any) -> None:
+    def write(self, line_type: str, /, **fields: Any) -> None:
         if self._file is None:
             return
         line = json.dumps(
-            {"type": kind, "t": round(time.monotonic() - self._began, 6), **fields},
+            {"type": line_type, "t": round(time.monotonic() - self._began, 6), **fields},
             ensure_ascii=False,
             separators=(",", ":"),
             default=str,
@@ -177,7 +185,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         try:
             response = await self._inner.handle_async_request(request)
         except Exception as exc:
-            record.write("error", exchange=exchange, error=_describe(exc))
+            record.write("error", exchange=exchange, error=_describe(exc), kind=failure_kind(exc))
             raise
         version = response.extensions.get("http_version", b"HTTP/1.1")
         reason = response.extensions.get("reason_phrase", b"")
@@ -212,14 +220,17 @@ class _RecordedBody(httpx.AsyncByteStream):
                 self._record.write("read", exchange=self._exchange, **_bytes_fields(piece))
                 yield piece
         except Exception as exc:
-            self._end(complete=False, error=_describe(exc))
+            self._end(complete=False, error=_describe(exc), kind=failure_kind(exc))
             raise
         self._end(complete=True)
 
-    def _end(self, *, complete: bool, error: str | None = None) -> None:
+    def _end(self, *, complete: bool, error: str | None = None, kind: str | None = None) -> None:
         if not self._ended:
             self._ended = True
-            self._record.write("end", exchange=self._exchange, complete=complete, error=error)
+            fields: dict[str, Any] = {"complete": complete, "error": error}
+            if kind is not None:
+                fields["kind"] = kind
+            self._record.write("end", exchange=self._exchange, **fields)
 
     async def aclose(self) -> None:
         self._end(complete=False)
@@ -245,10 +256,3 @@ def _bytes_fields(piece: bytes) -> dict[str, str]:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _network() -> httpx.AsyncHTTPTransport:
-    # The pool the upstream client would have made itself (bridge.serve.upstream).
-    return httpx.AsyncHTTPTransport(
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    )

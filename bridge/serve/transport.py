@@ -85,6 +85,16 @@ def client_class(transport: UpstreamTransport) -> type[httpx.AsyncClient]:
     return AiohttpClient if transport == "aiohttp" else httpx.AsyncClient
 
 
+def network_transport(
+    transport: UpstreamTransport, limits: httpx.Limits = _LIMITS
+) -> httpx.AsyncBaseTransport:
+    """The direct transport ``client_class(transport)`` makes, for a wrapper to pass on to
+    (``serve --record``)."""
+    if transport == "aiohttp":
+        return _AiohttpTransport(limits=limits)
+    return httpx.AsyncHTTPTransport(limits=limits)
+
+
 def failure_kind(exc: BaseException) -> FailureKind:
     """What failed, from httpx's exception or the aiohttp exception behind it."""
     cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ else exc
