@@ -8,7 +8,7 @@ Code map (three layers; an import-linter contract keeps each above the next):
   server-side tools: Python functions, MCP servers), the upstream request and history, the
   upstream client, the SSE response and the frame boundary (protocol, redaction).
 - ``bridge/cli.py`` (+ ``cli_options.py``), ``bridge/scripted/`` (the demo's upstream),
-  ``bridge/doctor.py`` (``agui-bridge doctor``) and ``bridge/replay.py`` (recorded runs served
+  ``bridge/doctor/`` (``agui-bridge doctor``) and ``bridge/replay.py`` (recorded runs served
   again; ``serve/record.py`` records them) on top; ``bridge/config.py`` is shared.
 
 The library face: ``translate_chat_stream`` and friends (the core, importable without the

@@ -276,3 +276,61 @@ def test_an_html_502(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_bad_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor", "--upstream-url", "localhost:8080"]) == 2
     assert "upstream_url must be an http(s) URL" in capsys.readouterr().err
+
+
+# --- servers told by their answers; a call in no known format -----------------------------------
+
+
+def _fake_server(owner: str, versions: dict[str, Any]) -> Starlette:
+    """Lists one model owned by ``owner``, serves ``versions`` (path: JSON) and answers every
+    chat request with a whole ``chat.completion`` whose text writes a call in no known format."""
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "m1", "owned_by": owner}]})
+
+    async def chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        content = "CALL get_weather WITH city=Paris" if body.get("tools") else "Hi."
+        message = {"role": "assistant", "content": content}
+        return JSONResponse(
+            {
+                "object": "chat.completion",
+                "model": "m1",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        )
+
+    routes = [
+        Route("/v1/models", models),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        *(Route(path, _answer_with(data)) for path, data in versions.items()),
+    ]
+    return Starlette(routes=routes)
+
+
+def _answer_with(data: Any) -> Any:
+    async def answer(request: Request) -> JSONResponse:
+        return JSONResponse(data)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("owner", "versions", "server"),
+    [
+        ("vllm", {"/version": {"version": "0.11.0"}}, "vLLM 0.11.0"),
+        ("library", {"/api/version": {"version": "0.12.3"}}, "Ollama 0.12.3"),
+        ("sglang", {}, "SGLang"),
+    ],
+)
+def test_a_server_told_by_its_answers(owner: str, versions: dict[str, Any], server: str) -> None:
+    with serve(_fake_server(owner, versions)) as url:
+        report = asyncio.run(diagnose(f"{url}/v1"))
+    assert report["server"] == server
+    assert report["model"] == "m1" and report["models"] == ["m1"]
+    assert report["usable"] is True
+    assert report["reasoning"] == "none" and report["tool_calls"] == "none"
+    assert report["usage"] is False
+    assert report["responses_api"] is False
+    unknown = [w for w in report["warnings"] if "in a format the bridge does not know" in w]
+    assert unknown and "CALL get_weather" in unknown[0]

@@ -1,30 +1,17 @@
-"""``agui-bridge doctor``: a few small requests to an upstream, read by the bridge's own decoder
-and filters, and what they tell: where the reasoning arrives, how tool calls come, whether usage,
-the Responses API and reasoning sent back work, and the ``serve`` line with the flags it needs.
-
-The probes, in order: ``GET /models``; llama.cpp's ``GET /props`` (and a version endpoint for
-vLLM or Ollama when the models list hints at one); a streamed answer without tools; one with a
-tool offered and asked for; ``POST /responses``; and the tool loop sent back with its reasoning
-on the assistant message (as ``serve`` sends it), to see whether the server accepts it. Every
-request body is built by the bridge's own request builder, so the server sees what ``serve``
-would send it.
-"""
+"""What the doctor's answers tell, read by the bridge's own decoder and filters (no I/O):
+where the reasoning arrives, how tool calls come, the flags ``serve`` needs, the warnings, and
+what the bridge with those flags makes of the answers."""
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
-from ag_ui.core import BaseEvent, EventType, RunAgentInput
+from ag_ui.core import BaseEvent, EventType
 
-from bridge.config import BridgeConfig
 from bridge.core.decode import decode_chat_chunk
 from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import (
@@ -36,17 +23,13 @@ from bridge.core.errors import (
 from bridge.core.parts import Part, Reasoning, Text, ToolCallDelta, Usage
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter, TagPair
 from bridge.core.text_tools.filter import TEXT_TOOL_FORMATS, TextToolCalls
-from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions
-from bridge.serve.redact import Redactor
-from bridge.serve.request import build_chat_request, build_responses_request
-from bridge.serve.upstream import UpstreamClient
+from bridge.core.translate import ChatStreamTranslator, TranslateOptions
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Harmony (gpt-oss) has no tags: its ``analysis`` channel is the reasoning.
 HARMONY_REASONING: TagPair = ("<|channel|>analysis<|message|>", "<|end|>")
-_PLAIN_PROMPT = "Hello! Who are you? Answer in one short sentence."
-_TOOL_PROMPT = "What's the weather in Paris? Use the get_weather tool."
-_TOOL = {
+#: The tool the doctor offers and asks for (an AG-UI tool).
+PROBE_TOOL: dict[str, Any] = {
     "name": "get_weather",
     "description": "Current weather for a city",
     "parameters": {
@@ -55,21 +38,6 @@ _TOOL = {
         "required": ["city"],
     },
 }
-_SENT_BACK_REASONING = "The user wants the weather in Paris, so I call get_weather."
-_MAX_TOKENS = 256
-#: Hosted APIs known by their address.
-_HOSTS = {
-    "openrouter.ai": "OpenRouter",
-    "api.openai.com": "OpenAI",
-    "api.deepseek.com": "DeepSeek",
-    "api.groq.com": "Groq",
-    "api.moonshot.ai": "Moonshot (Kimi)",
-    "api.mistral.ai": "Mistral",
-    "api.together.xyz": "Together",
-    "generativelanguage.googleapis.com": "Google Gemini",
-}
-#: ``owned_by`` in ``GET /models``, as servers fill it in.
-_OWNERS = {"vllm": "vLLM", "sglang": "SGLang", "agui-bridge": "agui-bridge scripted upstream"}
 
 
 @dataclass
@@ -96,150 +64,6 @@ class Answer:
         if self.error is not None:
             out.update(code=self.error.code, message=self.error.message)
         return out
-
-
-@dataclass
-class _Get:
-    """A ``GET`` probe's outcome."""
-
-    status: int | None
-    headers: Mapping[str, str]
-    data: Any
-    error: str | None = None
-
-
-async def diagnose(
-    upstream_url: str,
-    *,
-    model: str | None = None,
-    api_key: str | None = None,
-    api_key_env: str = DEFAULT_KEY_ENV,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> dict[str, Any]:
-    """Probe the upstream and report (the keys are README's "Which flags does my server
-    need?"). ``ValueError`` for an upstream URL that is not one."""
-    config = _config(upstream_url, model or "probe", api_key)  # validates the URL
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(headers=headers, timeout=10.0, transport=transport) as http:
-        listed = await _get(http, f"{config.upstream_url}/models")
-        models = _model_ids(listed.data)
-        chosen = model or (models[0] if models else None)
-        report: dict[str, Any] = {"upstream": config.upstream_url, "model": chosen}
-        warnings: list[str] = []
-        if chosen is None:
-            warnings.append("no --model given and the upstream lists no models: name one")
-            return _finish(report, models, None, warnings, [], usable=False)
-        config = _config(upstream_url, chosen, api_key)
-        client = UpstreamClient(config, transport=transport)
-        try:
-            props = await client.llama_cpp_props()
-            server = await _server(http, config.upstream_url, listed, props)
-            answers = await _probe(client, config)
-        finally:
-            await client.aclose()
-    if listed.status in (401, 403) and not _key_refused(answers[0].error):
-        warnings.append(
-            f"GET /models: the upstream rejected the key [upstream_http_{listed.status}]"
-        )
-    return _finish(report, models, server, warnings, answers, props=props, key_env=api_key_env)
-
-
-def _config(upstream_url: str, model: str, api_key: str | None) -> BridgeConfig:
-    # No retries: the doctor reports what the server does, and a fault should not take seconds.
-    return BridgeConfig(
-        upstream_url=upstream_url,
-        model=model,
-        api_key=api_key,
-        retries=0,
-        connect_timeout=5.0,
-        idle_timeout=60.0,
-        reasoning_history="field",
-    )
-
-
-async def _probe(client: UpstreamClient, config: BridgeConfig) -> list[Answer]:
-    limit = {"max_tokens": _MAX_TOKENS}
-    plain = _run_input([_user(_PLAIN_PROMPT)], limit)
-    answers = [await _read(client, "plain", build_chat_request(plain, config))]
-    if isinstance(answers[0].error, UpstreamConnectionError | UpstreamTimeoutError):
-        return answers  # nothing else will get through
-    asked = _run_input([_user(_TOOL_PROMPT)], limit, tools=True)
-    answers.append(await _read(client, "tools", build_chat_request(asked, config)))
-    responses = build_responses_request(plain, config)
-    answers.append(await _read(client, "responses", responses, "/responses"))
-    if answers[1].ok:
-        loop = _tool_loop(with_reasoning=True)
-        answers.append(await _read(client, "reasoning_back", build_chat_request(loop, config)))
-        if isinstance(answers[-1].error, UpstreamHTTPError):
-            # Refused: is it the reasoning? The same loop without it tells.
-            bare = build_chat_request(_tool_loop(with_reasoning=False), config)
-            answers.append(await _read(client, "reasoning_back_without", bare))
-    return answers
-
-
-async def _read(
-    client: UpstreamClient, name: str, body: dict[str, Any], path: str = "/chat/completions"
-) -> Answer:
-    answer = Answer(name, path)
-    began = time.monotonic()
-    try:
-        stream = client.stream(body, path)
-        try:
-            async for chunk in stream:
-                answer.chunks.append(chunk)
-                if chunk == DONE:
-                    break
-        finally:
-            await stream.aclose()
-    except BridgeError as exc:
-        answer.error = exc
-    answer.seconds = time.monotonic() - began
-    return answer
-
-
-def _user(text: str) -> dict[str, Any]:
-    return {"id": "doctor-user", "role": "user", "content": text}
-
-
-def _run_input(
-    messages: list[dict[str, Any]], forwarded: dict[str, Any], *, tools: bool = False
-) -> RunAgentInput:
-    return RunAgentInput.model_validate(
-        {
-            "threadId": "doctor",
-            "runId": "doctor",
-            "state": None,
-            "messages": messages,
-            "tools": [_TOOL] if tools else [],
-            "context": [],
-            "forwardedProps": forwarded,
-        }
-    )
-
-
-def _tool_loop(*, with_reasoning: bool) -> RunAgentInput:
-    call = {
-        "id": "call_doctor_1",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-    }
-    messages = [
-        _user(_TOOL_PROMPT),
-        {"id": "doctor-reasoning", "role": "reasoning", "content": _SENT_BACK_REASONING},
-        {"id": "doctor-assistant", "role": "assistant", "toolCalls": [call]},
-        {
-            "id": "doctor-tool",
-            "role": "tool",
-            "toolCallId": "call_doctor_1",
-            "content": '{"temperature": 18, "sky": "sunny"}',
-        },
-    ]
-    if not with_reasoning:
-        del messages[1]
-    return _run_input(messages, {"max_tokens": 64}, tools=True)
-
-
-# --- reading the answers ----------------------------------------------------------------------
 
 
 @dataclass
@@ -353,7 +177,7 @@ def _answer_text(content: str, found: _Findings) -> str:
 
 def _text_format(text: str) -> str | None:
     """The text tool-call format whose reader finds a call in ``text``, if one does."""
-    schema = {str(_TOOL["name"]): _TOOL["parameters"]}
+    schema = {str(PROBE_TOOL["name"]): PROBE_TOOL["parameters"]}
     # Formats that share a marker log their misreadings of each other's calls: not news here.
     log = logging.getLogger("agui_bridge")
     was_disabled, log.disabled = log.disabled, True
@@ -368,10 +192,7 @@ def _text_format(text: str) -> str | None:
     return None
 
 
-# --- what to tell ---------------------------------------------------------------------------
-
-
-def _finish(
+def finish(
     report: dict[str, Any],
     models: list[str],
     server: str | None,
@@ -454,7 +275,7 @@ def _advice(found: _Findings, answers: Sequence[Answer]) -> list[str]:
     if tools is not None and tools.error is not None:
         out.append(f"a request with a tool failed: {tools.error.message} [{tools.error.code}]")
     elif tools is not None and found.tool_calls == "none":
-        if str(_TOOL["name"]) in found.tool_text:
+        if str(PROBE_TOOL["name"]) in found.tool_text:
             excerpt = found.tool_text.strip()[:120]
             out.append(
                 "the model seems to write its tool calls as text in a format the bridge does "
@@ -481,12 +302,12 @@ def _advice(found: _Findings, answers: Sequence[Answer]) -> list[str]:
     return out
 
 
-def _key_refused(error: BridgeError | None) -> bool:
+def key_refused(error: BridgeError | None) -> bool:
     return isinstance(error, UpstreamHTTPError) and error.status in (401, 403)
 
 
 def _failure(error: BridgeError, key_env: str) -> str:
-    if _key_refused(error):
+    if key_refused(error):
         return (
             f"the upstream rejected the key: {error.message} [{error.code}]; "
             f"is ${key_env} set to the right key?"
@@ -508,7 +329,9 @@ def _bridge_view(answers: Sequence[Answer], flags: list[str]) -> dict[str, Any]:
     for answer in answers:
         if answer.name not in ("plain", "tools") or not answer.chunks:
             continue
-        tools = {str(_TOOL["name"]): _TOOL["parameters"]} if answer.name == "tools" else {}
+        tools = (
+            {str(PROBE_TOOL["name"]): PROBE_TOOL["parameters"]} if answer.name == "tools" else {}
+        )
         events = _translate(answer.chunks, options, tools)
         view[answer.name] = {
             "reasoning": _deltas(events, EventType.REASONING_MESSAGE_CONTENT),
@@ -541,110 +364,3 @@ def _deltas(events: Sequence[BaseEvent], kind: EventType) -> str:
 
 def _flag(flags: list[str], name: str) -> str | None:
     return flags[flags.index(name) + 1] if name in flags else None
-
-
-# --- the server ---------------------------------------------------------------------------------
-
-
-async def _get(http: httpx.AsyncClient, url: str) -> _Get:
-    try:
-        response = await http.get(url)
-    except httpx.HTTPError as exc:
-        return _Get(None, {}, None, f"{type(exc).__name__}")
-    try:
-        data = response.json()
-    except ValueError:
-        data = None
-    return _Get(response.status_code, response.headers, data)
-
-
-def _model_ids(data: Any) -> list[str]:
-    entries = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        entries = data.get("models") if isinstance(data, dict) else None  # some servers
-    return [
-        str(entry.get("id") or entry.get("name"))
-        for entry in entries or ()
-        if isinstance(entry, dict) and (entry.get("id") or entry.get("name"))
-    ]
-
-
-async def _server(
-    http: httpx.AsyncClient, base_url: str, listed: _Get, props: Mapping[str, Any] | None
-) -> str | None:
-    """What the server says it is: llama.cpp's /props, a known host, the models' owner, a
-    version endpoint (vLLM's /version, Ollama's /api/version), its Server header."""
-    origin = base_url.removesuffix("/v1")
-    if props is not None:
-        build = props.get("build_info")
-        return f"llama.cpp (build {build})" if build else "llama.cpp"
-    header = listed.headers.get("server", "")
-    if "llama.cpp" in header:
-        return "llama.cpp"
-    host = urlsplit(base_url).hostname or ""
-    for known, name in _HOSTS.items():
-        if host == known or host.endswith("." + known):
-            return name
-    owners = (
-        {
-            str(entry.get("owned_by"))
-            for entry in (listed.data or {}).get("data", ()) or ()
-            if isinstance(entry, dict)
-        }
-        if isinstance(listed.data, dict)
-        else set()
-    )
-    if "vllm" in owners:
-        version = await _get(http, f"{origin}/version")
-        found = version.data.get("version") if isinstance(version.data, dict) else None
-        return f"vLLM {found}" if found else "vLLM"
-    for owner in sorted(owners):
-        if owner in _OWNERS:
-            return _OWNERS[owner]
-    if owners & {"library", "ollama"} or not owners:
-        ollama = await _get(http, f"{origin}/api/version")
-        found = ollama.data.get("version") if isinstance(ollama.data, dict) else None
-        if found:
-            return f"Ollama {found}"
-    return header or None
-
-
-# --- for people -------------------------------------------------------------------------------
-
-
-def render_table(report: Mapping[str, Any]) -> str:
-    """The report as a two-column table, the ``serve`` line and the warnings."""
-    models = report.get("models") or []
-    shown = ", ".join(models[:4]) + (f", … ({len(models)} in all)" if len(models) > 4 else "")
-    tags = report.get("reasoning_tags")
-    rows = [
-        ("upstream", report["upstream"]),
-        ("server", report.get("server") or "(not told)"),
-        ("models", shown or "(none listed)"),
-        ("model probed", report.get("model") or "(none)"),
-        ("usable", _yes(report.get("usable"))),
-        ("reasoning", report.get("reasoning")),
-        ("reasoning_tags", f"{tags[0]} … {tags[1]}" if tags else "-"),
-        ("starts_in_reasoning", _yes(report.get("starts_in_reasoning"))),
-        ("tool_calls", report.get("tool_calls")),
-        ("usage", _yes(report.get("usage"))),
-        ("responses_api", _yes(report.get("responses_api"))),
-        ("reasoning_round_trip", report.get("reasoning_round_trip")),
-    ]
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
-    lines += ["", "serve it with:", f"  {report['serve_command']}"]
-    warnings = report.get("warnings") or []
-    if warnings:
-        lines += ["", "warnings:", *(f"  - {warning}" for warning in warnings)]
-    return "\n".join(lines)
-
-
-def _yes(value: Any) -> str:
-    return "yes" if value else "no"
-
-
-def redacted_output(report: Mapping[str, Any], key: str | None, *, as_json: bool) -> str:
-    """The report as printed: a table or one JSON object, never with the key in it."""
-    text = json.dumps(report, ensure_ascii=False, indent=2) if as_json else render_table(report)
-    return Redactor((key,)).redact(text)

@@ -1,0 +1,18 @@
+"""``agui-bridge doctor``: a few small requests to an upstream (``probes``), read by the bridge's
+own decoder and filters (``findings``), and what they tell (``report``): where the reasoning
+arrives, how tool calls come, whether usage, the Responses API and reasoning sent back work, and
+the ``serve`` line with the flags it needs.
+"""
+
+from bridge.doctor.findings import DEFAULT_KEY_ENV, HARMONY_REASONING, PROBE_TOOL
+from bridge.doctor.probes import diagnose
+from bridge.doctor.report import redacted_output, render_table
+
+__all__ = [
+    "DEFAULT_KEY_ENV",
+    "HARMONY_REASONING",
+    "PROBE_TOOL",
+    "diagnose",
+    "redacted_output",
+    "render_table",
+]

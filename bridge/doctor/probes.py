@@ -1,0 +1,246 @@
+"""The doctor's probes: a few small requests through the bridge's own upstream client and request
+builder, so the server sees what ``serve`` would send it.
+
+In order: ``GET /models``; llama.cpp's ``GET /props`` (and a version endpoint for vLLM or Ollama
+when the models list hints at one); a streamed answer without tools; one with a tool offered and
+asked for; ``POST /responses``; and the tool loop sent back with its reasoning on the assistant
+message (as ``serve`` sends it), to see whether the server accepts it, and, if it does not, the
+same loop without the reasoning, to see whether the reasoning was why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from ag_ui.core import RunAgentInput
+
+from bridge.config import BridgeConfig
+from bridge.core.errors import (
+    BridgeError,
+    UpstreamConnectionError,
+    UpstreamHTTPError,
+    UpstreamTimeoutError,
+)
+from bridge.core.translate import DONE
+from bridge.doctor.findings import DEFAULT_KEY_ENV, PROBE_TOOL, Answer, finish, key_refused
+from bridge.serve.request import build_chat_request, build_responses_request
+from bridge.serve.upstream import UpstreamClient
+
+_PLAIN_PROMPT = "Hello! Who are you? Answer in one short sentence."
+_TOOL_PROMPT = "What's the weather in Paris? Use the get_weather tool."
+_SENT_BACK_REASONING = "The user wants the weather in Paris, so I call get_weather."
+_MAX_TOKENS = 256
+#: Hosted APIs known by their address.
+_HOSTS = {
+    "openrouter.ai": "OpenRouter",
+    "api.openai.com": "OpenAI",
+    "api.deepseek.com": "DeepSeek",
+    "api.groq.com": "Groq",
+    "api.moonshot.ai": "Moonshot (Kimi)",
+    "api.mistral.ai": "Mistral",
+    "api.together.xyz": "Together",
+    "generativelanguage.googleapis.com": "Google Gemini",
+}
+#: ``owned_by`` in ``GET /models``, as servers fill it in.
+_OWNERS = {"vllm": "vLLM", "sglang": "SGLang", "agui-bridge": "agui-bridge scripted upstream"}
+
+
+@dataclass
+class _Get:
+    """A ``GET`` probe's outcome."""
+
+    status: int | None
+    headers: Mapping[str, str]
+    data: Any
+    error: str | None = None
+
+
+async def diagnose(
+    upstream_url: str,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    api_key_env: str = DEFAULT_KEY_ENV,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> dict[str, Any]:
+    """Probe the upstream and report (the keys are README's "Which flags does my server
+    need?"). ``ValueError`` for an upstream URL that is not one."""
+    config = _config(upstream_url, model or "probe", api_key)  # validates the URL
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(headers=headers, timeout=10.0, transport=transport) as http:
+        listed = await _get(http, f"{config.upstream_url}/models")
+        models = _model_ids(listed.data)
+        chosen = model or (models[0] if models else None)
+        report: dict[str, Any] = {"upstream": config.upstream_url, "model": chosen}
+        warnings: list[str] = []
+        if chosen is None:
+            warnings.append("no --model given and the upstream lists no models: name one")
+            return finish(report, models, None, warnings, [], usable=False)
+        config = _config(upstream_url, chosen, api_key)
+        client = UpstreamClient(config, transport=transport)
+        try:
+            props = await client.llama_cpp_props()
+            server = await _server(http, config.upstream_url, listed, props)
+            answers = await _probe(client, config)
+        finally:
+            await client.aclose()
+    if listed.status in (401, 403) and not key_refused(answers[0].error):
+        warnings.append(
+            f"GET /models: the upstream rejected the key [upstream_http_{listed.status}]"
+        )
+    return finish(report, models, server, warnings, answers, props=props, key_env=api_key_env)
+
+
+def _config(upstream_url: str, model: str, api_key: str | None) -> BridgeConfig:
+    # No retries: the doctor reports what the server does, and a fault should not take seconds.
+    return BridgeConfig(
+        upstream_url=upstream_url,
+        model=model,
+        api_key=api_key,
+        retries=0,
+        connect_timeout=5.0,
+        idle_timeout=60.0,
+        reasoning_history="field",
+    )
+
+
+async def _probe(client: UpstreamClient, config: BridgeConfig) -> list[Answer]:
+    limit = {"max_tokens": _MAX_TOKENS}
+    plain = _run_input([_user(_PLAIN_PROMPT)], limit)
+    answers = [await _read(client, "plain", build_chat_request(plain, config))]
+    if isinstance(answers[0].error, UpstreamConnectionError | UpstreamTimeoutError):
+        return answers  # nothing else will get through
+    asked = _run_input([_user(_TOOL_PROMPT)], limit, tools=True)
+    answers.append(await _read(client, "tools", build_chat_request(asked, config)))
+    responses = build_responses_request(plain, config)
+    answers.append(await _read(client, "responses", responses, "/responses"))
+    if answers[1].ok:
+        loop = _tool_loop(with_reasoning=True)
+        answers.append(await _read(client, "reasoning_back", build_chat_request(loop, config)))
+        if isinstance(answers[-1].error, UpstreamHTTPError):
+            # Refused: is it the reasoning? The same loop without it tells.
+            bare = build_chat_request(_tool_loop(with_reasoning=False), config)
+            answers.append(await _read(client, "reasoning_back_without", bare))
+    return answers
+
+
+async def _read(
+    client: UpstreamClient, name: str, body: dict[str, Any], path: str = "/chat/completions"
+) -> Answer:
+    answer = Answer(name, path)
+    began = time.monotonic()
+    try:
+        stream = client.stream(body, path)
+        try:
+            async for chunk in stream:
+                answer.chunks.append(chunk)
+                if chunk == DONE:
+                    break
+        finally:
+            await stream.aclose()
+    except BridgeError as exc:
+        answer.error = exc
+    answer.seconds = time.monotonic() - began
+    return answer
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"id": "doctor-user", "role": "user", "content": text}
+
+
+def _run_input(
+    messages: list[dict[str, Any]], forwarded: dict[str, Any], *, tools: bool = False
+) -> RunAgentInput:
+    return RunAgentInput.model_validate(
+        {
+            "threadId": "doctor",
+            "runId": "doctor",
+            "state": None,
+            "messages": messages,
+            "tools": [PROBE_TOOL] if tools else [],
+            "context": [],
+            "forwardedProps": forwarded,
+        }
+    )
+
+
+def _tool_loop(*, with_reasoning: bool) -> RunAgentInput:
+    call = {
+        "id": "call_doctor_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    messages = [
+        _user(_TOOL_PROMPT),
+        {"id": "doctor-reasoning", "role": "reasoning", "content": _SENT_BACK_REASONING},
+        {"id": "doctor-assistant", "role": "assistant", "toolCalls": [call]},
+        {
+            "id": "doctor-tool",
+            "role": "tool",
+            "toolCallId": "call_doctor_1",
+            "content": '{"temperature": 18, "sky": "sunny"}',
+        },
+    ]
+    if not with_reasoning:
+        del messages[1]
+    return _run_input(messages, {"max_tokens": 64}, tools=True)
+
+
+async def _get(http: httpx.AsyncClient, url: str) -> _Get:
+    try:
+        response = await http.get(url)
+    except httpx.HTTPError as exc:
+        return _Get(None, {}, None, f"{type(exc).__name__}")
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    return _Get(response.status_code, response.headers, data)
+
+
+def _entries(data: Any) -> list[dict[str, Any]]:
+    """The model entries of a ``GET /models`` answer (``data``; some servers say ``models``)."""
+    entries = (data.get("data") or data.get("models")) if isinstance(data, dict) else None
+    return [entry for entry in entries or () if isinstance(entry, dict)]
+
+
+def _model_ids(data: Any) -> list[str]:
+    ids = (entry.get("id") or entry.get("name") for entry in _entries(data))
+    return [str(model) for model in ids if model]
+
+
+async def _server(
+    http: httpx.AsyncClient, base_url: str, listed: _Get, props: Mapping[str, Any] | None
+) -> str | None:
+    """What the server says it is: llama.cpp's /props, a known host, the models' owner, a
+    version endpoint (vLLM's /version, Ollama's /api/version), its Server header."""
+    origin = base_url.removesuffix("/v1")
+    if props is not None:
+        build = props.get("build_info")
+        return f"llama.cpp (build {build})" if build else "llama.cpp"
+    header = listed.headers.get("server", "")
+    if "llama.cpp" in header:
+        return "llama.cpp"
+    host = urlsplit(base_url).hostname or ""
+    for known, name in _HOSTS.items():
+        if host == known or host.endswith("." + known):
+            return name
+    owners = {str(entry.get("owned_by")) for entry in _entries(listed.data)}
+    if "vllm" in owners:
+        version = await _get(http, f"{origin}/version")
+        found = version.data.get("version") if isinstance(version.data, dict) else None
+        return f"vLLM {found}" if found else "vLLM"
+    for owner in sorted(owners):
+        if owner in _OWNERS:
+            return _OWNERS[owner]
+    if owners & {"library", "ollama"} or not owners:
+        ollama = await _get(http, f"{origin}/api/version")
+        found = ollama.data.get("version") if isinstance(ollama.data, dict) else None
+        if found:
+            return f"Ollama {found}"
+    return header or None

@@ -1,0 +1,48 @@
+"""The doctor's report for people: a two-column table, the ``serve`` line and the warnings; or
+one JSON object. Never with the key in it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from bridge.serve.redact import Redactor
+
+
+def render_table(report: Mapping[str, Any]) -> str:
+    """The report as a two-column table, the ``serve`` line and the warnings."""
+    models = report.get("models") or []
+    shown = ", ".join(models[:4]) + (f", … ({len(models)} in all)" if len(models) > 4 else "")
+    tags = report.get("reasoning_tags")
+    rows = [
+        ("upstream", report["upstream"]),
+        ("server", report.get("server") or "(not told)"),
+        ("models", shown or "(none listed)"),
+        ("model probed", report.get("model") or "(none)"),
+        ("usable", _yes(report.get("usable"))),
+        ("reasoning", report.get("reasoning")),
+        ("reasoning_tags", f"{tags[0]} … {tags[1]}" if tags else "-"),
+        ("starts_in_reasoning", _yes(report.get("starts_in_reasoning"))),
+        ("tool_calls", report.get("tool_calls")),
+        ("usage", _yes(report.get("usage"))),
+        ("responses_api", _yes(report.get("responses_api"))),
+        ("reasoning_round_trip", report.get("reasoning_round_trip")),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
+    lines += ["", "serve it with:", f"  {report['serve_command']}"]
+    warnings = report.get("warnings") or []
+    if warnings:
+        lines += ["", "warnings:", *(f"  - {warning}" for warning in warnings)]
+    return "\n".join(lines)
+
+
+def _yes(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+def redacted_output(report: Mapping[str, Any], key: str | None, *, as_json: bool) -> str:
+    """The report as printed: a table or one JSON object, never with the key in it."""
+    text = json.dumps(report, ensure_ascii=False, indent=2) if as_json else render_table(report)
+    return Redactor((key,)).redact(text)
