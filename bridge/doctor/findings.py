@@ -215,8 +215,9 @@ def finish(
         caps = props.get("chat_template_caps")
         if isinstance(caps, dict) and caps.get("supports_preserve_reasoning") is False:
             warnings.append(
-                "llama.cpp's /props says its template does not keep reasoning sent back "
-                "(supports_preserve_reasoning: false); it is accepted, then left out"
+                "llama.cpp's /props says supports_preserve_reasoning: false: its template "
+                "renders reasoning sent back only for the turn in progress (the tool loop), "
+                "which is all the default --reasoning-scope current-turn sends"
             )
     command = ["agui-bridge", "serve", "--upstream-url", report["upstream"]]
     command += ["--model", report["model"] or "MODEL"]
