@@ -63,13 +63,15 @@ def _normalized(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [rename(frame) for frame in frames]
 
 
-def _replayed(folder: Path, config: BridgeConfig, inputs: list[dict[str, Any]]) -> list[Any]:
-    """Each input posted to a bridge (``config``, less the recording) whose upstream is the
-    replay of ``folder``."""
+def _replayed(
+    folder: Path, config: BridgeConfig, inputs: list[dict[str, Any]], tools: Any = ()
+) -> list[Any]:
+    """Each input posted to a bridge (``config``, less the recording, with server ``tools``)
+    whose upstream is the replay of ``folder``."""
     recording = load_recording(folder)
     with serve(create_replay_app(recording, speed=4.0)) as replay_url:
         again = replace(config, upstream_url=f"{replay_url}{recording.base_path}", record_dir=None)
-        with serve(create_app(again)) as bridge_url:
+        with serve(create_app(again, tools=tools)) as bridge_url:
             return [_post_raw(f"{bridge_url}/", body) for body in inputs]
 
 
@@ -243,3 +245,22 @@ def test_serve_record_flag_maps_onto_the_config(tmp_path: Path) -> None:
     args = _parser().parse_args(["serve", *flags, "--record", str(tmp_path)])
     config = _config(args, upstream_url=args.upstream_url, model="m", models=[], api_key=None)
     assert config.record_dir == str(tmp_path)
+
+
+def _local_time() -> str:
+    """The time where the bridge runs."""
+    return "12:00"
+
+
+def test_a_run_with_server_tools_records_each_upstream_round(tmp_path: Path) -> None:
+    with serve(create_scripted_upstream()) as upstream_url:
+        config = scripted_config(upstream_url, record_dir=str(tmp_path))
+        with serve(create_app(config, tools=[_local_time])) as bridge_url:
+            body = run_input(messages=[{"id": "u", "role": "user", "content": "What time is it?"}])
+            before = post(f"{bridge_url}/", body)
+    (record,) = _records(tmp_path)
+    requests = [line for line in record if line["type"] == "request"]
+    assert [line["exchange"] for line in requests] == [1, 2]  # the call, then its answer
+    assert requests[1]["body"]["messages"][-1]["role"] == "tool"
+    (after,) = _replayed(tmp_path, config, [record[0]["input"]], tools=[_local_time])
+    assert _normalized(after) == _normalized(before)
