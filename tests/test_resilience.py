@@ -41,7 +41,7 @@ from faulty_upstream import (
     faulty_upstream,
     frame_ends,
 )
-from servers import serve
+from servers import scripted_config, serve
 
 T = TypeVar("T")
 
@@ -493,3 +493,37 @@ def test_keepalives_fill_a_long_upstream_silence(stack: Stack) -> None:
     assert "".join(f["delta"] for f in frames if f["type"] == "TEXT_MESSAGE_CONTENT") == "".join(
         TEXT
     )
+
+
+def test_a_response_that_fails_before_its_first_frame_ends_its_run() -> None:
+    """The run count is given back however the response ends: here the client's connection
+    breaks at the status line, before the run's generator ever started."""
+    app = create_app(scripted_config("http://127.0.0.1:9"))
+    body = json.dumps(run_input("scripted-plain")).encode()
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 200:
+            raise OSError("the client went away")
+
+    async def call() -> None:
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/",
+            "raw_path": b"/",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"content-type", b"application/json")],
+            "http_version": "1.1",
+            "scheme": "http",
+            "server": ("127.0.0.1", 80),
+            "client": ("127.0.0.1", 1),
+        }
+        with contextlib.suppress(OSError):
+            await app(scope, receive, send)
+
+    anyio.run(call)
+    assert app.state.bridge.active_runs == 0

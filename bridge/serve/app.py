@@ -150,7 +150,11 @@ class Bridge:
             keepalive_interval=self.config.keepalive_interval,
             stop=self._stop_runs,
             stop_frame=_SHUTDOWN_FRAME,
+            on_close=self._run_ended,
         )
+
+    def _run_ended(self) -> None:
+        self.active_runs -= 1
 
     def begin_shutdown(self, grace: float) -> None:
         """Refuse new runs now; after ``grace`` seconds end the running ones with RUN_ERROR
@@ -193,20 +197,17 @@ class Bridge:
         options = self.config.translate_for(body["model"])
         protocol = client_protocol(run_input.protocol_version, self.config.agui_protocol)
         writer = FrameWriter(self.redactor, protocol)
-        try:
-            run = run_agent(
-                run_input,
-                body,
-                self.upstream,
-                options,
-                api=self.config.upstream_api,
-                loop=loop if self.tools else None,
-            )
-            async with aclosing(run) as batches:
-                async for batch in batches:
-                    yield writer.frames(batch)
-        finally:
-            self.active_runs -= 1
+        run = run_agent(
+            run_input,
+            body,
+            self.upstream,
+            options,
+            api=self.config.upstream_api,
+            loop=loop if self.tools else None,
+        )
+        async with aclosing(run) as batches:
+            async for batch in batches:
+                yield writer.frames(batch)
 
     async def _upstream_models(self) -> list[str]:
         if ANY_UPSTREAM_MODEL not in self.config.models:

@@ -9,7 +9,7 @@ a task switch and a cancel scope per frame: most of the bridge's time, by the pr
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from contextvars import ContextVar
 
@@ -73,8 +73,11 @@ class EventStreamResponse(Response):
         keepalive_interval: float,
         stop: anyio.Event | None = None,
         stop_frame: str = "",
+        on_close: Callable[[], None] | None = None,
     ) -> None:
-        """``stop``, once set, ends the stream early with ``stop_frame`` (a shutdown)."""
+        """``stop``, once set, ends the stream early with ``stop_frame`` (a shutdown);
+        ``on_close`` is called once the response is over, however it ended (even before its
+        first frame: a generator that never started runs no ``finally``)."""
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.background = None
@@ -83,10 +86,19 @@ class EventStreamResponse(Response):
         self._keepalive = keepalive_interval
         self._stop = stop
         self._stop_frame = stop_frame
+        self._on_close = on_close
         self._producing = anyio.CancelScope()
         self._quiet = True  # nothing written since the keep-alive timer last looked
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._respond(receive, send)
+        finally:
+            await self._frames.aclose()
+            if self._on_close is not None:
+                self._on_close()
+
+    async def _respond(self, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         gone = False
         try:
