@@ -56,3 +56,17 @@ def npm_install(directory: Path, marker: Path, why: str) -> None:
         return
     npm = require("npm", why)
     run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=600, what="npm ci")
+
+
+#: Debian's Chromium, which the browser tests drive (``.ci/run`` installs it).
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def require_chromium() -> Path:
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
+            "(`.ci/run` installs it with apt; by hand: apt-get install chromium)",
+            pytrace=False,
+        )
+    return CHROMIUM

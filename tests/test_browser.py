@@ -27,7 +27,7 @@ from typing import IO
 import httpx
 import pytest
 
-from node_tools import npm_install, require, require_node, run
+from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import free_port
 
 WHY = "the browser tests need Node.js 20 or newer with npm, and Chromium (`.ci/run` installs Chromium)"
@@ -40,7 +40,6 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 SCREENSHOT = ROOT / "docs" / "demo.png"
 #: What the browser test saves in ARTIFACTS: a finished conversation, on a laptop and a phone.
 SCREENSHOTS = ("demo.png", "demo-phone.png")
-CHROMIUM = Path("/usr/bin/chromium")
 #: What the page is built from: when one is newer than the build, it is rebuilt.
 WEB_DEMO_SOURCES = ("src", "index.html", "styles.css", "build.mjs", "package-lock.json")
 #: Seconds between the scripted model's tokens: quick runs, and runs slow enough to stop.
@@ -51,12 +50,7 @@ AUTH_TOKEN_VARIABLE = "AGUI_BRIDGE_AUTH_TOKEN"
 
 def test_demo_page_in_chromium() -> None:
     node = require_node(WHY)
-    if not CHROMIUM.is_file():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
-            "(`.ci/run` installs it with apt; by hand: apt-get install chromium)",
-            pytrace=False,
-        )
+    require_chromium()
     _build_web_demo()
     _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
     for name in SCREENSHOTS:

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from node_tools import npm_install, require, require_node, run
+from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import ASK_TOOLS, Stack, free_port, scripted_stack
 
 WHY = "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium"
@@ -38,7 +38,6 @@ EXAMPLE = ROOT / "examples" / "copilotkit"
 BROWSER_TESTS = ROOT / "tests" / "browser"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 SCREENSHOT = ROOT / "docs" / "copilotkit.png"
-CHROMIUM = Path("/usr/bin/chromium")
 #: What the example's page is built from: when one is newer than the build, it is rebuilt.
 EXAMPLE_SOURCES = ("src", "index.html", "build.mjs", "package-lock.json")
 #: The models run in both wirings: reasoning in either field, in tags, in both (deepseek-legacy),
@@ -77,12 +76,7 @@ SERVER_TIME = json.dumps(get_time())
 
 def test_copilotkit_example_in_chromium() -> None:
     node = require_node(WHY)
-    if not CHROMIUM.is_file():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
-            "(`.ci/run` installs it with apt; by hand: apt-get install chromium)",
-            pytrace=False,
-        )
+    require_chromium()
     _build_example()
     _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
     (ARTIFACTS / "copilotkit.png").unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,26 +50,9 @@ def test_the_matrix_has_every_line_in_use() -> None:
 
 @pytest.mark.parametrize("client", CLIENT_LINES)
 def test_official_client_accepts_every_scripted_model(client: str) -> None:
-    node = _require("node")
-    _require_node_modules()
     with scripted_stack() as stack:
-        env = {
-            **os.environ,
-            "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
-            "AGUI_MODELS": ",".join(SCRIPTED_MODELS),
-            "AGUI_CLIENT": client,
-        }
-        output = _run(
-            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
-        )
+        _client_run(stack.bridge_url, SCRIPTED_MODELS, client)
         requests = list(stack.upstream_requests)
-
-    # The TAP summary, not only the exit code: a file that defines no test also exits 0.
-    if not re.search(r"^# fail 0$", output, re.MULTILINE):
-        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
-    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    if not passed or int(passed.group(1)) < 1:
-        pytest.fail(f"node ran no passing test:\n{output}", pytrace=False)
 
     assert len(requests) == RUNS_PER_MODEL * len(SCRIPTED_MODELS), "one upstream request per run"
     for model in SCRIPTED_MODELS:
@@ -94,22 +78,11 @@ def test_official_client_with_a_server_tool_and_a_frontend_tool(client: str) -> 
     """One turn calls the bridge's get_time and the page's change_background: the client keeps
     the server's result as a tool message, only the frontend call is left to the page, and the
     follow-up run sends both results back (the server's byte for byte)."""
-    node = _require("node")
-    _require_node_modules()
     with scripted_stack(tools=[get_time]) as stack:
-        env = {
-            **os.environ,
-            "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
-            "AGUI_MODELS": ",".join(SERVER_TOOL_MODELS),
-            "AGUI_CLIENT": client,
-            "AGUI_SERVER_TOOL": "get_time",
-        }
-        output = _run(
-            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
+        output = _client_run(
+            stack.bridge_url, SERVER_TOOL_MODELS, client, AGUI_SERVER_TOOL="get_time"
         )
         requests = list(stack.upstream_requests)
-    if not re.search(r"^# fail 0$", output, re.MULTILINE):
-        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
     assert passed and int(passed.group(1)) == len(SERVER_TOOL_MODELS), output
     # Per model: the mixed turn (ended with the frontend call pending), then the answer.
@@ -127,22 +100,9 @@ RESPONSES_MODELS = ("scripted-reasoning-content", "scripted-reasoning", PLAIN_MO
 def test_official_client_over_the_responses_api(client: str) -> None:
     """Two-run tool round trips through a Responses API upstream: the client keeps the encrypted
     reasoning on its reasoning message, and run 2 hands it to the upstream as a reasoning item."""
-    node = _require("node")
-    _require_node_modules()
     with scripted_stack(upstream_api="responses") as stack:
-        env = {
-            **os.environ,
-            "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
-            "AGUI_MODELS": ",".join(RESPONSES_MODELS),
-            "AGUI_API": "responses",
-            "AGUI_CLIENT": client,
-        }
-        output = _run(
-            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
-        )
+        _client_run(stack.bridge_url, RESPONSES_MODELS, client, AGUI_API="responses")
         requests = list(stack.upstream_requests)
-    if not re.search(r"^# fail 0$", output, re.MULTILINE):
-        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
     assert len(requests) == RUNS_PER_MODEL * len(RESPONSES_MODELS)
     for model in RESPONSES_MODELS:
         mine = [r for r in requests if r["model"] == model]
@@ -162,8 +122,6 @@ def test_official_client_over_the_responses_api(client: str) -> None:
 
 def test_official_client_ignores_keep_alive_comments() -> None:
     """Keep-alive comments between every chunk: the official client must not mind them."""
-    node = _require("node")
-    _require_node_modules()
     model = "scripted-openrouter"
     with scripted_stack(pace=0.02, keepalive_interval=0.005) as stack:
         body = {
@@ -172,12 +130,7 @@ def test_official_client_ignores_keep_alive_comments() -> None:
             "messages": [{"id": "u", "role": "user", "content": "Hi"}],
         }
         assert b": keep-alive" in httpx.post(f"{stack.bridge_url}/", json=body, timeout=30).content
-        env = {**os.environ, "AGUI_BRIDGE_URL": f"{stack.bridge_url}/", "AGUI_MODELS": model}
-        output = _run(
-            [node, "--test", "--test-reporter=tap", NODE_TEST], env=env, timeout=180, what="node"
-        )
-    if not re.search(r"^# fail 0$", output, re.MULTILINE):
-        pytest.fail(f"node reported failures:\n{output}", pytrace=False)
+        _client_run(stack.bridge_url, [model], "1.0.0")
 
 
 def _check_tool_loop_requests(model: str, requests: list[dict[str, Any]]) -> None:
@@ -203,6 +156,30 @@ def _check_tool_loop_requests(model: str, requests: list[dict[str, Any]]) -> Non
         reasoned = "".join(write_script(first).reasoning)
         sent = assistant.get("reasoning_content") or ""
         assert sent.rstrip("\n") == reasoned, f"{model}: run 1's reasoning was not sent back"
+
+
+def _client_run(bridge_url: str, models: Sequence[str], client: str, **env: str) -> str:
+    """client.test.mjs with one client line against the bridge; its TAP output, or a test
+    failure unless every Node test passed (the summary, not only the exit code: a file that
+    defines no test exits 0 too)."""
+    node = _require("node")
+    _require_node_modules()
+    output = _run(
+        [node, "--test", "--test-reporter=tap", NODE_TEST],
+        env={
+            **os.environ,
+            "AGUI_BRIDGE_URL": f"{bridge_url}/",
+            "AGUI_MODELS": ",".join(models),
+            "AGUI_CLIENT": client,
+            **env,
+        },
+        timeout=180,
+        what="node",
+    )
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    if not re.search(r"^# fail 0$", output, re.MULTILINE) or not passed or passed[1] == "0":
+        pytest.fail(f"node reported failures or ran no test:\n{output}", pytrace=False)
+    return output
 
 
 def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
