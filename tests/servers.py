@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -181,3 +183,45 @@ TOOLS = [
     },
 ]
 ASK_TOOLS = "What's the weather in Paris? And make the background lightblue."
+
+
+@contextmanager
+def forward_proxy() -> Iterator[tuple[str, list[str]]]:
+    """A plain HTTP forward proxy on loopback that notes each request line it forwards."""
+    seen: list[str] = []
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    port = 0
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        method, target, version = head.split(b"\r\n", 1)[0].decode().split(" ")
+        seen.append(f"{method} {target}")
+        url = httpx.URL(target)
+        up_reader, up_writer = await asyncio.open_connection(url.host, url.port)
+        rest = head.split(b"\r\n", 1)[1]
+        up_writer.write(f"{method} {url.raw_path.decode()} {version}\r\n".encode() + rest)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def start() -> None:
+        nonlocal port
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        ready.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(start(), loop)
+    ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{port}", seen
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)

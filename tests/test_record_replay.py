@@ -28,7 +28,7 @@ from bridge.scripted import SCRIPTED_MODELS, create_scripted_upstream
 from bridge.serve.app import create_app
 from bridge.serve.record import FORMAT
 from faulty_upstream import fault_model, faulty_upstream
-from servers import ASK_TOOLS, TOOLS, post, run_input, scripted_config, serve
+from servers import ASK_TOOLS, TOOLS, forward_proxy, post, run_input, scripted_config, serve
 
 KEY = "sk-record-test-0123456789abcdef"
 _ADDRESS = re.compile(r"127\.0\.0\.1:\d+")
@@ -264,3 +264,25 @@ def test_a_run_with_server_tools_records_each_upstream_round(tmp_path: Path) -> 
     assert requests[1]["body"]["messages"][-1]["role"] == "tool"
     (after,) = _replayed(tmp_path, config, [record[0]["input"]], tools=[_local_time])
     assert _normalized(after) == _normalized(before)
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_recording_keeps_the_proxy_environment(
+    tmp_path: Path, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--record`` wraps the transports the client makes, so HTTP(S)_PROXY still applies."""
+    with forward_proxy() as (proxy_url, seen), serve(create_scripted_upstream()) as upstream_url:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        config = scripted_config(
+            upstream_url,
+            record_dir=str(tmp_path),
+            upstream_transport=transport,
+        )
+        with serve(create_app(config)) as bridge_url:
+            frames = post(f"{bridge_url}/", run_input())
+    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert any(line.startswith(f"POST {upstream_url}/v1/chat/completions") for line in seen)
+    (record,) = _records(tmp_path)
+    assert [line["type"] for line in record].count("read") > 1

@@ -78,7 +78,6 @@ class Bridge:
         self.recorder: Recorder | None = None
         if config.record_dir is not None:  # serve --record: each run and its upstream exchange
             self.recorder = Recorder(config.record_dir, config, self.redactor)
-            self._transport = self.recorder.transport(transport)
         self.tools = ServerTools(
             [python_tool(tool) for tool in tools],
             timeout=config.tool_timeout,
@@ -107,7 +106,8 @@ class Bridge:
     def upstream(self) -> UpstreamClient:
         # Created on first use: a sub-app's lifespan does not run when it is mounted.
         if self._upstream is None:
-            self._upstream = UpstreamClient(self.config, transport=self._transport)
+            wrap = self.recorder.wrap if self.recorder is not None else None
+            self._upstream = UpstreamClient(self.config, transport=self._transport, wrap=wrap)
         return self._upstream
 
     async def aclose(self) -> None:

@@ -50,7 +50,7 @@ from ag_ui.core import RunAgentInput
 
 from bridge.config import BridgeConfig
 from bridge.serve.redact import Redactor
-from bridge.serve.transport import failure_kind, network_transport
+from bridge.serve.transport import failure_kind
 
 FORMAT = "agui-bridge-record/1"
 
@@ -74,15 +74,10 @@ class Recorder:
         settings.pop("auth_token", None)
         self._settings = settings
         self._count = itertools.count(1)
-        self._transport_kind = config.upstream_transport
 
-    def transport(self, inner: httpx.AsyncBaseTransport | None = None) -> RecordingTransport:
-        """The transport for the upstream client: ``inner`` (by default the network, through the
-        configured transport), recorded for the run in progress."""
-        if inner is None:
-            # The pool the upstream client would have made itself (bridge.serve.upstream).
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-            inner = network_transport(self._transport_kind, limits)
+    def wrap(self, inner: httpx.AsyncBaseTransport) -> RecordingTransport:
+        """The upstream client's transport (each one it makes: direct, and per proxy from the
+        environment), recorded for the run in progress."""
         return RecordingTransport(inner)
 
     async def recorded(

@@ -16,6 +16,7 @@ httpx's coarsely: a refused connection becomes ``ConnectTimeout``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Literal
 
 import aiohttp
@@ -81,18 +82,29 @@ class AiohttpClient(httpx.AsyncClient):
         )
 
 
-def client_class(transport: UpstreamTransport) -> type[httpx.AsyncClient]:
-    return AiohttpClient if transport == "aiohttp" else httpx.AsyncClient
+TransportWrapper = Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport]
+"""Wraps each transport the client makes (``serve --record`` records through one)."""
 
 
-def network_transport(
-    transport: UpstreamTransport, limits: httpx.Limits = _LIMITS
-) -> httpx.AsyncBaseTransport:
-    """The direct transport ``client_class(transport)`` makes, for a wrapper to pass on to
-    (``serve --record``)."""
-    if transport == "aiohttp":
-        return _AiohttpTransport(limits=limits)
-    return httpx.AsyncHTTPTransport(limits=limits)
+def client_class(
+    transport: UpstreamTransport, wrap: TransportWrapper | None = None
+) -> type[httpx.AsyncClient]:
+    """The client class for ``transport``; with ``wrap``, every transport it makes, the direct
+    one and one per proxy from the environment, goes through ``wrap`` (passing a transport in
+    instead would make httpx drop the environment's proxies)."""
+    base: type[httpx.AsyncClient] = AiohttpClient if transport == "aiohttp" else httpx.AsyncClient
+    if wrap is None:
+        return base
+    wrapper: TransportWrapper = wrap
+
+    class Wrapped(base):  # type: ignore[valid-type,misc]
+        def _init_transport(self, *args: Any, **kwargs: Any) -> httpx.AsyncBaseTransport:
+            return wrapper(super()._init_transport(*args, **kwargs))
+
+        def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx.AsyncBaseTransport:
+            return wrapper(super()._init_proxy_transport(*args, **kwargs))
+
+    return Wrapped
 
 
 def failure_kind(exc: BaseException) -> FailureKind:

@@ -27,7 +27,12 @@ from bridge.core.errors import (
 )
 from bridge.serve.sse import chunk_from_sse, without_lone_surrogates
 from bridge.serve.stream import READ_BURST
-from bridge.serve.transport import TRANSPORT_ERRORS, client_class, failure_kind
+from bridge.serve.transport import (
+    TRANSPORT_ERRORS,
+    TransportWrapper,
+    client_class,
+    failure_kind,
+)
 
 # An error body is read for its message only; a server sending megabytes of HTML is cut off.
 _MAX_ERROR_BODY = 64 * 1024
@@ -39,13 +44,21 @@ _MODELS_TTL = 60.0
 class UpstreamClient:
     """Talks to one OpenAI-compatible server for the whole app (connections are pooled)."""
 
-    def __init__(self, config: BridgeConfig, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        wrap: TransportWrapper | None = None,
+    ):
+        """``transport`` replaces the network (tests); ``wrap`` wraps each transport the client
+        makes (recording)."""
         self._config = config
         self._origin = httpx.URL(config.upstream_url)
         headers = {"Accept": "text/event-stream, application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
-        self._client = client_class(config.upstream_transport)(
+        self._client = client_class(config.upstream_transport, wrap)(
             headers=headers,
             timeout=httpx.Timeout(
                 connect=config.connect_timeout,
