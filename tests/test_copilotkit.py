@@ -6,7 +6,8 @@ This test builds the example when needed, starts a scripted stack (upstream + br
 open to the example's origin for the direct wiring, with one server tool: ``get_time``) and the
 example's server, runs the Node test, then checks what the upstream received: the tool loop's
 follow-up and the second turn carried the history CopilotKit kept (reasoning, tool calls, tool
-results, the answer); in the mixed turn, the bridge's result came back before the page's.
+results, the answer); in the mixed turn, the bridge's result came back before the page's. A turn of
+interleaved thinking (reasoning, text, reasoning again, text again) shows in the order produced.
 
 ``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshot the test took to ``docs/copilotkit.png``.
 """
@@ -63,6 +64,10 @@ MIXED_MODELS = ("scripted-reasoning-content", "scripted-hermes-text")
 MIXED_PROMPT = "What time is it? And make the background lightblue."
 MIXED_CALLS = [("change_background", {"color": "lightblue"}), ("get_time", {})]
 OFFERED = ["change_background", "get_time", "get_weather"]
+#: Models that also run a turn of interleaved thinking (both wirings): reasoning, text, reasoning
+#: again, text again, each shown in the order produced. Reasoning in a field, and in tags.
+INTERLEAVED_MODELS = ("scripted-reasoning-content", "scripted-think-tags")
+INTERLEAVE_PROMPT = "Please interleave your thinking."
 
 
 def get_time() -> str:
@@ -96,6 +101,7 @@ def test_copilotkit_example_in_chromium() -> None:
             "MODELS": ",".join(MODELS),
             "MIXED_MODELS": ",".join(MIXED_MODELS),
             "REASONING_FREE": ",".join(REASONING_FREE),
+            "INTERLEAVED_MODELS": ",".join(INTERLEAVED_MODELS),
             "ARTIFACTS_DIR": str(ARTIFACTS),
         }
         output = run(
@@ -111,7 +117,7 @@ def test_copilotkit_example_in_chromium() -> None:
         if not re.search(rf"^{line}$", output, re.MULTILINE):
             pytest.fail(f"the CopilotKit test did not report {line!r}:\n{output}", pytrace=False)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    cases = (len(MODELS) + len(MIXED_MODELS)) * len(WIRINGS)
+    cases = (len(MODELS) + len(MIXED_MODELS) + len(INTERLEAVED_MODELS)) * len(WIRINGS)
     if not passed or int(passed.group(1)) != cases:
         pytest.fail(f"the CopilotKit test did not pass every case:\n{output}", pytrace=False)
 
@@ -126,6 +132,10 @@ def test_copilotkit_example_in_chromium() -> None:
             _check_mixed_turn(model, mixed)
         else:
             assert mixed == [], model
+        interleaved = [r for r in asked if _question(r) == INTERLEAVE_PROMPT]
+        # One request per wiring: the whole turn is one model response, nothing follows it.
+        expected = [["user"]] * len(WIRINGS) if model in INTERLEAVED_MODELS else []
+        assert [_roles(r) for r in interleaved] == expected, model
 
     assert (ARTIFACTS / "copilotkit.png").stat().st_size > 10_000, "no screenshot"
     if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":

@@ -121,14 +121,7 @@ def generate(
         calls = [Step({"content": token}) for token in layout(script.tool_calls)]
     else:
         calls = _tool_call_steps(script.tool_calls)
-    answer = list(script.answer)
-    if model == HARMONY_TEXT and answer:
-        answer = text_calls.harmony_message("final", answer, "<|return|>")
-    steps = [
-        *_reasoning_steps(script.reasoning, model),
-        *(Step({"content": token}) for token in answer),
-        *calls,
-    ]
+    steps = [*_segment_steps(script, model), *calls]
     deltas: list[dict[str, Any]] = []
     generated = reasoning = 0
     finish_reason = script.finish_reason
@@ -144,7 +137,27 @@ def generate(
     return Generation(tuple(deltas), finish_reason, generated, reasoning, prompt_tokens)
 
 
-def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
+def _segment_steps(script: Script, model: str) -> list[Step]:
+    """The reasoning and text, in the order written (interleaved thinking: reasoning again after
+    text, which each dialect writes as it writes its first reasoning)."""
+    steps: list[Step] = []
+    segments = script.segments
+    last_text = max((i for i, (kind, _) in enumerate(segments) if kind == "text"), default=-1)
+    resumed = 0  # reasoning segments so far
+    for position, (kind, tokens) in enumerate(segments):
+        if kind == "reasoning":
+            steps += _reasoning_steps(tokens, model, resumed)
+            resumed += 1 if tokens else 0
+        else:
+            if model == HARMONY_TEXT and tokens:
+                end = "<|return|>" if position == last_text else "<|end|>"
+                tokens = tuple(text_calls.harmony_message("final", tokens, end))
+            steps += [Step({"content": token}) for token in tokens]
+    return steps
+
+
+def _reasoning_steps(tokens: Sequence[str], model: str, resumed: int = 0) -> list[Step]:
+    """``resumed``: how many reasoning segments came before this one in the same turn."""
     if not tokens or model == PLAIN:
         return []
     if model in (REASONING_CONTENT, MISTRAL_TEXT, PYTHONIC_TEXT, GLM_TEXT, DEEPSEEK_V3_TEXT):
@@ -152,17 +165,21 @@ def _reasoning_steps(tokens: Sequence[str], model: str) -> list[Step]:
     if model in (REASONING, LLAMA_TEXT, KIMI_TEXT):
         return [Step({"reasoning": token}, True) for token in tokens]
     if model == HARMONY_TEXT:
-        return _content_steps(text_calls.harmony_message("analysis", tokens, "<|end|>"))
+        start = ["<|start|>", "assistant"] if resumed else []  # a later message has its header
+        return _content_steps([*start, *text_calls.harmony_message("analysis", tokens, "<|end|>")])
     if model == OPENROUTER:
-        # OpenRouter repeats each piece in `reasoning_details` and closes with a signed, empty one.
+        # OpenRouter repeats each piece in `reasoning_details` and closes with a signed, empty one
+        # (one detail index per reasoning block).
         steps = [
-            Step({"reasoning": token, "reasoning_details": [_detail(token)]}, True)
+            Step({"reasoning": token, "reasoning_details": [_detail(token, resumed)]}, True)
             for token in tokens
         ]
         signature = base64.b64encode(hashlib.sha256("".join(tokens).encode()).digest()).decode()
-        closing = {"reasoning_details": [_detail("", signature=signature)]}
+        closing = {"reasoning_details": [_detail("", resumed, signature=signature)]}
         return [*steps, Step(closing, True, tokens=0)]
-    opening = ["<think>", "\n"] if model in (THINK_TAGS, DEEPSEEK_LEGACY, *THINK_TAG_TEXT) else []
+    # THINK_NO_OPEN's template opens the first block in the prompt; the model opens later ones.
+    tagged = (THINK_TAGS, DEEPSEEK_LEGACY, *THINK_TAG_TEXT, *((THINK_NO_OPEN,) if resumed else ()))
+    opening = ["<think>", "\n"] if model in tagged else []
     closing_tags = ["\n", "</think>", "\n\n"]
     if model == DEEPSEEK_LEGACY:
         # llama.cpp deepseek-legacy: the raw text (tags included) in `content`, and the reasoning
@@ -176,11 +193,11 @@ def _content_steps(tokens: Sequence[str]) -> list[Step]:
     return [Step({"content": token}, True) for token in tokens]
 
 
-def _detail(text: str, *, signature: str | None = None) -> dict[str, Any]:
+def _detail(text: str, index: int = 0, *, signature: str | None = None) -> dict[str, Any]:
     detail: dict[str, Any] = {"type": "reasoning.text", "text": text}
     if signature is not None:
         detail["signature"] = signature
-    return {**detail, "format": "unknown", "index": 0}
+    return {**detail, "format": "unknown", "index": index}
 
 
 def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:

@@ -107,10 +107,13 @@ class _Layout:
 
     def events(self) -> list[dict[str, Any]]:
         script = self._script
-        if script.reasoning and self._model != PLAIN:
-            self._reasoning(script.reasoning)
-        if script.answer and not self.cut:
-            self._message(script.answer)
+        for kind, tokens in script.segments:  # reasoning may resume after text (interleaved)
+            if self.cut or not tokens:
+                continue
+            if kind == "text":
+                self._message(tokens)
+            elif self._model != PLAIN:
+                self._reasoning(tokens)
         for call in script.tool_calls:
             if self.cut:
                 break
@@ -141,7 +144,7 @@ class _Layout:
         index, item_id = len(self.output), f"rs_{self._id}{len(self.output)}"
         raw = self._model == REASONING
         taken = self._take(tokens)
-        self.reasoning_tokens = len(taken)
+        self.reasoning_tokens += len(taken)
         text = "".join(taken)
         self._emit("response.output_item.added", index, item=_reasoning_item(item_id, [], None))
         parts = [text] if raw else [p for p in _SENTENCE.split(text) if p]

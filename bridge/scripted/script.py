@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeGuard
 
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 # Argument fragment sizes, cycled: models stream tool-call JSON in pieces of a few characters.
@@ -36,6 +36,14 @@ _COLOR = re.compile(
     r"#(?:[0-9a-f]{6}|[0-9a-f]{3})\b|\b(?:" + "|".join(_CSS_COLORS) + r")\b", re.IGNORECASE
 )
 _PLACE_AFTER = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
+#: A user message asking for this gets interleaved thinking: reasoning resumes after text.
+_INTERLEAVE = re.compile(r"\binterleave", re.IGNORECASE)
+_INTERLEAVED: tuple[tuple[Literal["reasoning", "text"], str], ...] = (
+    ("reasoning", "First I look at the question."),
+    ("text", "Here is a first thought."),
+    ("reasoning", "Now I reconsider."),
+    ("text", " And here is the answer."),
+)
 
 
 def tokenize(text: str) -> tuple[str, ...]:
@@ -53,6 +61,10 @@ class ScriptedToolCall:
     fragments: tuple[str, ...]
 
 
+#: Reasoning or text, and its tokens.
+Segment = tuple[Literal["reasoning", "text"], tuple[str, ...]]
+
+
 @dataclass(frozen=True)
 class Script:
     """Everything the model generates for one request, as tokens."""
@@ -60,6 +72,14 @@ class Script:
     reasoning: tuple[str, ...]
     answer: tuple[str, ...]
     tool_calls: tuple[ScriptedToolCall, ...] = ()
+    #: Interleaved thinking (reasoning resumes after text), in the order written; ``reasoning``
+    #: and ``answer`` then hold all of each, joined. Empty for the usual reasoning-then-answer.
+    interleaved: tuple[Segment, ...] = ()
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """Reasoning and text in the order written (before any tool calls)."""
+        return self.interleaved or (("reasoning", self.reasoning), ("text", self.answer))
 
     @property
     def finish_reason(self) -> str:
@@ -83,6 +103,8 @@ def write_script(request: Mapping[str, Any]) -> Script:
         chosen = _choose_tools(user_text, tools, request)
         if chosen:
             return _call_tools(user_text, chosen, digest)
+    if _INTERLEAVE.search(user_text):
+        return _interleave()
     return _answer(user_text, digest)
 
 
@@ -105,7 +127,7 @@ def count_prompt_tokens(messages: Sequence[Any]) -> int:
     return sum(len(message_text(m).split()) for m in messages if _is_map(m))
 
 
-# --- the three kinds of turn ---------------------------------------------------------------
+# --- the kinds of turn ---------------------------------------------------------------------
 
 
 def _call_tools(
@@ -162,6 +184,13 @@ def _answer(user_text: str, digest: bytes) -> Script:
         "Ask about the weather or the time to see tool calls."
     )
     return Script(tokenize(reasoning), tokenize(answer))
+
+
+def _interleave() -> Script:
+    segments: tuple[Segment, ...] = tuple((kind, tokenize(text)) for kind, text in _INTERLEAVED)
+    reasoning = " ".join(text for kind, text in _INTERLEAVED if kind == "reasoning")
+    answer = "".join(text for kind, text in _INTERLEAVED if kind == "text")
+    return Script(tokenize(reasoning), tokenize(answer), interleaved=segments)
 
 
 # --- choosing tools and filling their arguments ----------------------------------------------

@@ -8,6 +8,8 @@
 //                  wirings: the bridge's server tool get_time (which returns "12:00") beside the
 //                  page's change_background
 //   REASONING_FREE comma-separated models among them that stream no reasoning
+//   INTERLEAVED_MODELS comma-separated models that also run, in both wirings, a turn of
+//                  interleaved thinking (reasoning, text, reasoning again, text again)
 //   ARTIFACTS_DIR  where the screenshot goes (copilotkit.png)
 //
 // Every page must run without a console error or warning, an uncaught exception, or an error
@@ -29,6 +31,7 @@ const APP_URL = env("APP_URL");
 const MODELS = env("MODELS").split(",");
 const MIXED_MODELS = env("MIXED_MODELS").split(",").filter(Boolean);
 const REASONING_FREE = new Set(env("REASONING_FREE").split(",").filter(Boolean));
+const INTERLEAVED_MODELS = env("INTERLEAVED_MODELS").split(",").filter(Boolean);
 const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
 const WIRINGS = ["runtime", "direct"];
 /** The mixed case whose page is photographed after its tool run (docs/copilotkit.png). */
@@ -52,6 +55,14 @@ const MIXED_PROMPT = "What time is it? And make the background lightblue.";
 /** get_time's result as the bridge sends it in TOOL_CALL_RESULT: "12:00", JSON-encoded. */
 const SERVER_TIME = '"12:00"';
 const RUN_TIMEOUT = 20_000;
+/** Asked to interleave, the scripted model reasons, writes, reasons again and writes again. */
+const INTERLEAVE_PROMPT = "Please interleave your thinking.";
+const INTERLEAVED = [
+  { kind: "reasoning", text: "First I look at the question." },
+  { kind: "assistant", text: "Here is a first thought." },
+  { kind: "reasoning", text: "Now I reconsider." },
+  { kind: "assistant", text: "And here is the answer." },
+];
 /** The second user turn; it names its wiring so the upstream's log can tell the cases apart. */
 const thanks = (wiring) => `Thanks, that is all from ${wiring}`;
 
@@ -360,6 +371,58 @@ for (const wiring of WIRINGS) {
           }
           if (wiring === SCREENSHOT_CASE.wiring && model === SCREENSHOT_CASE.model)
             await saveScreenshot(page);
+
+          await checkClean(page, problems);
+        } finally {
+          await page.close();
+        }
+      });
+    }
+
+    for (const model of INTERLEAVED_MODELS) {
+      test(`${model}: interleaved thinking, shown in the order produced`, async () => {
+        const { page, problems } = await openPage(wiring, model);
+        try {
+          await send(page, INTERLEAVE_PROMPT);
+          await answered(page, problems, "And here is the answer.");
+
+          const turn = await transcript(page);
+          assert.deepEqual(
+            turn.map((entry) => entry.kind),
+            ["user", ...INTERLEAVED.map((entry) => entry.kind)],
+            JSON.stringify(turn, null, 1),
+          );
+          assert.equal(turn[0].text, INTERLEAVE_PROMPT);
+          for (const entry of turn.filter((e) => e.kind === "reasoning")) {
+            assert.match(entry.header, /^Thought for /);
+          }
+          // Each reasoning block holds its own part (read by opening it), in page order.
+          const thoughts = INTERLEAVED.filter((e) => e.kind === "reasoning").map((e) => e.text);
+          const blocks = await page
+            .locator("[data-message-id]", {
+              has: page.locator("button", { hasText: /^Thought for/ }),
+            })
+            .all();
+          assert.equal(blocks.length, thoughts.length);
+          for (const [index, block] of blocks.entries()) {
+            await block.locator("button").click();
+            await block
+              .getByText(thoughts[index])
+              .waitFor({ timeout: 5_000 })
+              .catch(async () => {
+                const shown = JSON.stringify(await block.innerText());
+                assert.fail(`thinking block ${index} shows ${shown}, not ${thoughts[index]}`);
+              });
+            await block.locator("button").click();
+          }
+          // The assistant messages' texts, in page order; no tool cards.
+          assert.deepEqual(
+            turn.filter((e) => e.kind === "assistant").map(({ text, tools }) => ({ text, tools })),
+            INTERLEAVED.filter((e) => e.kind === "assistant").map(({ text }) => ({
+              text,
+              tools: [],
+            })),
+          );
 
           await checkClean(page, problems);
         } finally {

@@ -390,6 +390,58 @@ describe("every scripted model: thinking, two frontend tools, the answer from th
   }
 });
 
+/** The scripted model's interleaved thinking: it reasons, writes, reasons again, writes again. */
+const INTERLEAVE_PROMPT = "Please interleave your thinking.";
+const INTERLEAVED = [
+  ["thinking-block", "First I look at the question."],
+  ["assistant-text", "Here is a first thought."],
+  ["thinking-block", "Now I reconsider."],
+  ["assistant-text", "And here is the answer."],
+];
+
+describe("interleaved thinking: reasoning resumes after text, shown in the order produced", () => {
+  // Reasoning in a field, and in <think> tags in the content.
+  for (const model of ["scripted-reasoning-content", "scripted-think-tags"]) {
+    test(model, { timeout: 20_000 }, async () => {
+      const { page, problems, close } = await openPage(DEMO_URL);
+      try {
+        await page.getByTestId("model-picker").selectOption(model);
+        await send(page, INTERLEAVE_PROMPT);
+        await page.waitForFunction(() =>
+          document.querySelector("[data-testid=assistant-text][data-state=done]"),
+        );
+        await idle(page);
+
+        const shown = await page.$$eval(
+          "[data-testid=assistant-turn] .assistant-body > [data-testid]",
+          (parts) =>
+            parts
+              .filter((part) => part.dataset.testid !== "pending")
+              .map((part) => [
+                part.dataset.testid,
+                (part.dataset.testid === "thinking-block"
+                  ? part.querySelector("[data-testid=thinking-text]")
+                  : part
+                ).textContent.trim(),
+              ]),
+        );
+        assert.deepEqual(shown, INTERLEAVED, JSON.stringify(shown));
+        // Both blocks finished and folded once the text after each started.
+        const blocks = await page.$$eval("[data-testid=thinking-block]", (all) =>
+          all.map((block) => ({ open: block.open, state: block.dataset.state })),
+        );
+        assert.deepEqual(blocks, [
+          { open: false, state: "done" },
+          { open: false, state: "done" },
+        ]);
+        assert.deepEqual(problems, []);
+      } finally {
+        await close();
+      }
+    });
+  }
+});
+
 test("model text cannot inject HTML; Markdown still renders", { timeout: 30_000 }, async () => {
   const { page, problems, close } = await openPage(DEMO_URL);
   try {
