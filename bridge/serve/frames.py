@@ -88,7 +88,7 @@ def client_protocol(requested: str | None, pinned: AguiProtocolSetting = "auto")
     return "1.0" if major.isdigit() and int(major) >= 1 else "0.0"
 
 
-_MODEL_WORDS = (TextMessageContentEvent, ReasoningMessageContentEvent, ToolCallArgsEvent)
+_MODEL_WORDS = frozenset((TextMessageContentEvent, ReasoningMessageContentEvent, ToolCallArgsEvent))
 
 
 class FrameWriter:
@@ -96,18 +96,18 @@ class FrameWriter:
 
     def __init__(self, redactor: Redactor, protocol: ClientProtocol = "1.0") -> None:
         self.protocol = protocol
-        self._redactor = redactor
+        # Decided once per run, not per event: most events are model words, and most bridges
+        # have a secret or none for the whole process.
+        self._redact = redactor.redact if redactor else None
         self._shapes = _SHAPES[protocol]
 
     def frames(self, events: Iterable[BaseEvent]) -> str:
-        return "".join(self.frame(event) for event in events)
+        return "".join([self.frame(event) for event in events])
 
     def frame(self, event: BaseEvent) -> str:
         kind = type(event)
+        if kind in _MODEL_WORDS:
+            return encode_event(event)
         shape = self._shapes.get(kind)
-        if shape is not None:
-            event = shape(event)
-        text = encode_event(event)
-        if self._redactor and kind not in _MODEL_WORDS:
-            text = self._redactor.redact(text)
-        return text
+        text = encode_event(event if shape is None else shape(event))
+        return text if self._redact is None else self._redact(text)
