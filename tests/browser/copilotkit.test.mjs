@@ -20,7 +20,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -37,16 +37,6 @@ const WIRINGS = ["runtime", "direct"];
 /** The mixed case whose page is photographed after its tool run (docs/copilotkit.png). */
 const SCREENSHOT_CASE = { wiring: "runtime", model: MIXED_MODELS[0] };
 
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--disable-quic",
-];
 const DESKTOP = { width: 1100, height: 900 };
 const TOOLS_PROMPT = "What's the weather in Paris? And make the background lightblue.";
 const LIGHTBLUE = "rgb(173, 216, 230)";
@@ -70,11 +60,7 @@ let browser;
 let context;
 
 before(async () => {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_ARGS,
-  });
+  browser = await launchChromium();
   context = await browser.newContext({ viewport: DESKTOP });
 });
 

@@ -14,7 +14,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -27,16 +27,6 @@ const DOWN_URL = env("DOWN_URL");
 const DOWN_TOKEN = env("DOWN_TOKEN");
 const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
 
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--disable-quic",
-];
 const DESKTOP = { width: 1280, height: 860 };
 const PHONE = { width: 390, height: 844 };
 const TOOLS_PROMPT = "What's the weather in Paris? And make the background lightblue.";
@@ -86,11 +76,7 @@ function watchThinking() {
 let browser;
 
 before(async () => {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_ARGS,
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {

@@ -1,0 +1,18 @@
+// Debian's Chromium, launched headless the same way by every browser test here.
+import { chromium } from "playwright-core";
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-quic",
+];
+
+/** A headless Chromium (the caller closes it). */
+export function launchChromium() {
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+}
