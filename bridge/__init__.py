@@ -17,6 +17,9 @@ serving stack), and ``create_app``, ``mount``, ``BridgeConfig`` (loaded on first
 
 from typing import TYPE_CHECKING, Any
 
+#: The release, read by the build (pyproject's dynamic version), ``--version`` and recordings.
+__version__ = "0.1.0"
+
 from bridge.core.errors import (
     BridgeError,
     UpstreamConnectionError,
@@ -71,6 +74,7 @@ __all__ = [
     "UpstreamStreamError",
     "UpstreamTimeoutError",
     "UpstreamTruncatedError",
+    "__version__",
     "atranslate_chat_stream",
     "create_app",
     "mount",
