@@ -14,9 +14,8 @@ from ag_ui.core import BaseEvent
 from agui_rules import check_events
 from bridge import DONE, BridgeError, ChatStreamTranslator, TranslateOptions, TurnOutcome
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llamacpp"
-if not FIXTURES.is_dir():  # a checkout that carries its own copy
-    FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llamacpp"
+#: Exchanges recorded from a real llama.cpp server (their README says how), kept in the repository.
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llamacpp"
 
 
 def counter_ids() -> Any:

@@ -10,7 +10,7 @@ splits it: the whitespace at both edges of a reasoning section and right after a
 dropped. Whitespace at the end of the reasoning read so far is held back, like a possible tag
 prefix, until the next text or the closing tag decides it, so that where the chunks were cut
 never changes the result. (An older llama.cpp build, recorded in
-``shared/fixtures/llamacpp/``, kept the newline before ``</think>`` in ``reasoning_content``.)
+``tests/fixtures/llamacpp/``, kept the newline before ``</think>`` in ``reasoning_content``.)
 """
 
 from __future__ import annotations
