@@ -184,6 +184,48 @@ def test_forwarded_props_only_allow_listed(stack: Stack) -> None:
     assert "url" not in sent and "headers" not in sent
 
 
+def test_camel_case_run_settings_are_read_and_snake_case_wins(stack: Stack) -> None:
+    """assistant-ui's AG-UI runtime spreads its call settings and model config (camelCase, its
+    ``apiKey`` and ``baseUrl`` among them) into forwardedProps."""
+    seen = len(stack.upstream_requests)
+    props = {
+        "modelName": "scripted-plain",
+        "maxTokens": 40,
+        "topP": 0.5,
+        "temperature": 0.3,
+        "presencePenalty": 0.1,
+        "stopSequences": ["\n\n"],
+        "seed": 3,
+        "apiKey": "sk-from-the-browser",
+        "baseUrl": "http://evil.example/v1",
+        "headers": {"Authorization": "x"},
+    }
+    post(
+        f"{stack.bridge_url}/",
+        run_input([{"id": "u", "role": "user", "content": "Hi"}], forwardedProps=props),
+    )
+    sent = stack.upstream_requests[seen]
+    assert sent["model"] == "scripted-plain"
+    assert (sent["max_tokens"], sent["top_p"], sent["temperature"]) == (40, 0.5, 0.3)
+    assert (sent["presence_penalty"], sent["stop"], sent["seed"]) == (0.1, ["\n\n"], 3)
+    for name in ("maxTokens", "topP", "modelName", "apiKey", "api_key", "baseUrl", "base_url"):
+        assert name not in sent
+    assert "sk-from-the-browser" not in json.dumps(sent)
+
+    both = {
+        "maxTokens": 40,
+        "max_tokens": 7,
+        "modelName": "scripted-plain",
+        "model": "scripted-reasoning",
+    }
+    post(
+        f"{stack.bridge_url}/",
+        run_input([{"id": "u", "role": "user", "content": "Hi"}], forwardedProps=both),
+    )
+    sent = stack.upstream_requests[-1]
+    assert (sent["max_tokens"], sent["model"]) == (7, "scripted-reasoning")
+
+
 def test_model_outside_the_configured_ones_is_refused(stack: Stack) -> None:
     response = httpx.post(
         f"{stack.bridge_url}/",

@@ -3,6 +3,7 @@ Pure, no I/O."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,9 +125,28 @@ def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> 
 _RESPONSES_PARAMS = frozenset({"temperature", "top_p", "parallel_tool_calls", "tool_choice"})
 
 
+#: Names a client may use for a parameter besides its own: assistant-ui's AG-UI runtime sends its
+#: model config and call settings (``modelName``, ``maxTokens``, ``topP``, ``stopSequences``).
+_ALIASES = {"model_name": "model", "stop_sequences": "stop"}
+
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
 def _forwarded(run_input: RunAgentInput) -> dict[str, Any]:
+    """``forwardedProps`` with camelCase and alias names read as the parameter they stand for
+    (``maxTokens`` → ``max_tokens``, ``modelName`` → ``model``); a name sent as it is wins."""
     props = run_input.forwarded_props
-    return props if isinstance(props, dict) else {}
+    if not isinstance(props, dict):
+        return {}
+    read = dict(props)
+    for key, value in props.items():
+        if not isinstance(key, str):
+            continue
+        snake = _CAMEL_HUMP.sub(r"_\1", key).lower()
+        name = _ALIASES.get(snake, snake)
+        if name != key and name not in props:
+            read.setdefault(name, value)
+    return read
 
 
 def _model(forwarded: dict[str, Any], config: BridgeConfig, upstream_models: Sequence[str]) -> Any:
