@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import os
 import socket
 import sys
@@ -19,6 +20,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from bridge import __version__
 from bridge.cli_options import add_translate_options, mcp_servers
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
@@ -39,9 +41,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except ValueError as exc:  # a bad flag value, from BridgeConfig's validation
+    except (ValueError, CannotListen) as exc:  # a bad flag value (BridgeConfig validates them)
         print(f"agui-bridge: {exc}", file=sys.stderr)
         return 2
+
+
+class CannotListen(Exception):
+    """The address to listen on cannot be had (in use, not this machine's, not allowed)."""
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is printed, so a port in use is one clear
+    line (and port 0 is the free port the server then really uses)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise CannotListen(f"cannot listen on {host!r}: {exc.strerror}: check --host") from exc
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+    except OSError as exc:
+        listener.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CannotListen(
+                f"port {port} on {host} is in use: stop what holds it or pick another with "
+                "--port N (--port 0 takes a free one)"
+            ) from exc
+        raise CannotListen(
+            f"cannot listen on {host}:{port}: {exc.strerror}: check --host and --port"
+        ) from exc
+    listener.listen(2048)
+    listener.set_inheritable(True)
+    return listener
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="agui-bridge",
         description="Serve an OpenAI-compatible model server as an AG-UI agent (POST /agent).",
     )
+    parser.add_argument("--version", action="version", version=f"agui-bridge {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     serve = commands.add_parser(
@@ -227,13 +262,14 @@ def _serve(args: argparse.Namespace) -> int:
         models=[m for m in args.models.split(",") if m],
         api_key=os.environ.get(args.api_key_env) or None,
     )
-    port = args.port or _free_port(args.host)
+    listener = _listen(args.host, args.port)
     page = _web_demo() if args.web_demo else None
-    return _run_agent(args, port, create_app(config), [], f"-> {config.upstream_url}", page)
+    return _run_agent(args, listener, create_app(config), [], f"-> {config.upstream_url}", page)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    port = args.port or _free_port(args.host)
+    listener = _listen(args.host, args.port)
+    port = listener.getsockname()[1]
     if _SCRIPTED_OPEN_TAG_MODEL not in args.starts_in_reasoning_model:
         args.starts_in_reasoning_model.append(_SCRIPTED_OPEN_TAG_MODEL)
     # The bridge reaches the scripted model over real HTTP, as it would a real one.
@@ -247,7 +283,7 @@ def _demo(args: argparse.Namespace) -> int:
     scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
     # The demo's server tool (get_time) runs here, beside the page's frontend tools.
     agent = create_app(config, tools=DEMO_TOOLS)
-    return _run_agent(args, port, agent, [scripted], "(the scripted model)", _web_demo())
+    return _run_agent(args, listener, agent, [scripted], "(the scripted model)", _web_demo())
 
 
 def _web_demo() -> Mount | None:
@@ -263,7 +299,7 @@ def _web_demo() -> Mount | None:
 
 def _run_agent(
     args: argparse.Namespace,
-    port: int,
+    listener: socket.socket,
     app: Starlette,
     extra: list[BaseRoute],
     note: str,
@@ -272,16 +308,16 @@ def _run_agent(
     home: BaseRoute = page if page is not None else Route("/", _index)
     routes: list[BaseRoute] = [*mount("/agent", app), *extra, home]
     parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
-    base = f"http://{_display_host(args.host)}:{port}"
+    base = f"http://{_display_host(args.host)}:{listener.getsockname()[1]}"
     print(f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}", flush=True)
     config = uvicorn.Config(
         parent,
         host=args.host,
-        port=port,
+        port=listener.getsockname()[1],
         log_level=args.log_level,
         timeout_graceful_shutdown=int(args.shutdown_grace) + 5,
     )
-    _GracefulServer(config, app.state.bridge, args.shutdown_grace).run()
+    _GracefulServer(config, app.state.bridge, args.shutdown_grace).run(sockets=[listener])
     return 0
 
 
@@ -322,14 +358,16 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _scripted(args: argparse.Namespace) -> int:
-    port = args.port or _free_port(args.host)
+    listener = _listen(args.host, args.port)
+    port = listener.getsockname()[1]
     print(
         f"agui-bridge scripted upstream: http://{_display_host(args.host)}:{port}/v1 "
         f"(models: {', '.join(SCRIPTED_MODELS)})",
         flush=True,
     )
     app = create_scripted_upstream(pace=args.pace)
-    uvicorn.run(app, host=args.host, port=port, log_level=args.log_level)
+    config = uvicorn.Config(app, host=args.host, port=port, log_level=args.log_level)
+    uvicorn.Server(config).run(sockets=[listener])
     return 0
 
 

@@ -5,6 +5,7 @@ The CLI and environment variables only map onto it; nothing deeper reads ``os.en
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -197,6 +198,11 @@ class BridgeConfig:
             raise ValueError(f"agui_protocol must be auto, 1.0 or 0.0, not {self.agui_protocol!r}")
         if self.tool_timeout <= 0 or self.max_tool_rounds < 1:
             raise ValueError("tool_timeout must be positive and max_tool_rounds at least 1")
+        if self.mcp_servers and importlib.util.find_spec("mcp") is None:
+            raise ValueError(
+                "MCP servers (--mcp) need the MCP SDK, which is not installed: "
+                "pip install 'agui-bridge[mcp]'"
+            )
         for name, target in self.mcp_servers.items():
             if not _MCP_NAME.match(name) or "__" in name:
                 raise ValueError(
