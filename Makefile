@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NODE_TESTS    := tests/node/node_modules/.installed
 BROWSER_TESTS := tests/browser/node_modules/.installed
 WEB_DEMO_DEPS := web-demo/node_modules/.installed
-WEB_DEMO      := web-demo/dist/index.html
+WEB_DEMO      := bridge/web/index.html
 COPILOTKIT_DEPS := examples/copilotkit/node_modules/.installed
 COPILOTKIT_APP  := examples/copilotkit/dist/index.html
 
@@ -78,4 +78,4 @@ copilotkit-demo: $(STAMP) $(COPILOTKIT_APP)
 	cd examples/copilotkit && AGUI_BRIDGE_URL=http://127.0.0.1:$(BRIDGE_PORT)/agent PORT=$(COPILOTKIT_PORT) npm start
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .coverage web-demo/dist tests/artifacts
+	rm -rf $(VENV) .mypy_cache .ruff_cache .coverage bridge/web tests/artifacts dist

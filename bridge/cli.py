@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+import bridge
 from bridge import __version__
 from bridge.cli_options import add_translate_options, mcp_servers
 from bridge.config import BridgeConfig
@@ -33,8 +34,9 @@ from bridge.serve.app import Bridge, create_app, mount
 #: The scripted model whose template "opened" the tag: the demo reads it as such.
 _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"
 
-#: The built demo page (``make demo`` or ``npm run build`` in web-demo/ writes it).
-WEB_DEMO_DIR = Path(__file__).resolve().parent.parent / "web-demo" / "dist"
+#: The built demo page, inside the package so that the wheel carries it (``make demo`` or
+#: ``npm run build`` in web-demo/ writes it in a checkout).
+WEB_DEMO_DIR = Path(bridge.__file__).resolve().parent / "web"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--web-demo",
         action="store_true",
-        help="also serve the demo page at / (built into web-demo/dist by `make demo`)",
+        help="also serve the demo page at / (the wheel carries it; in a checkout `make demo` builds it)",
     )
     serve.add_argument(
         "--record",

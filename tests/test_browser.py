@@ -153,8 +153,8 @@ def _wait_until_serving(process: subprocess.Popen[bytes], url: str, log: IO[byte
 
 
 def _build_web_demo() -> None:
-    """Builds web-demo/dist when it is missing or older than what it is built from."""
-    built = WEB_DEMO / "dist" / "index.html"
+    """Builds the page (into bridge/web/) when it is missing or older than what it is built from."""
+    built = ROOT / "bridge" / "web" / "index.html"
     if built.is_file() and _newest(WEB_DEMO / name for name in WEB_DEMO_SOURCES) <= (
         built.stat().st_mtime
     ):

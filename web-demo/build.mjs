@@ -1,5 +1,5 @@
-// Bundles src/ into dist/ with esbuild and copies the static files beside it.
-// `npm run build`; `agui-bridge demo` serves dist/ at /.
+// Bundles src/ into ../bridge/web/ with esbuild and copies the static files beside it: the page
+// lives in the package, so the wheel carries it. `npm run build`; `agui-bridge demo` serves it at /.
 import { copyFile, mkdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = dirname(fileURLToPath(import.meta.url));
-const dist = join(root, "dist");
+const dist = join(root, "..", "bridge", "web");
 
 await rm(dist, { recursive: true, force: true });
 await mkdir(dist, { recursive: true });
