@@ -3,6 +3,7 @@ program fails it with its whole output."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -58,15 +59,52 @@ def npm_install(directory: Path, marker: Path, why: str) -> None:
     run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory, env=None, timeout=600, what="npm ci")
 
 
-#: Debian's Chromium, which the browser tests drive (``.ci/run`` installs it).
-CHROMIUM = Path("/usr/bin/chromium")
+#: Chromium's names on PATH, in the order tried.
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+#: Where a Playwright install keeps its own Chromium (``npx playwright install chromium``), per
+#: platform, under its browsers folder.
+PLAYWRIGHT_CHROMIUMS = (
+    "chromium-*/chrome-linux*/chrome",
+    "chromium-*/chrome-mac*/Chromium.app/Contents/MacOS/Chromium",
+    "chromium-*/chrome-mac*/Google Chrome for Testing.app/Contents/MacOS/Google Chrome for Testing",
+    "chromium_headless_shell-*/chrome-*/headless_shell",
+    "chromium_headless_shell-*/chrome-*/chrome-headless-shell",
+)
+
+
+def find_chromium() -> Path | None:
+    """The Chromium to drive: ``$CHROMIUM``, then one on PATH, then Playwright's own."""
+    if os.environ.get("CHROMIUM"):
+        return Path(os.environ["CHROMIUM"])
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    folders = [os.environ.get("PLAYWRIGHT_BROWSERS_PATH", "")]
+    home = Path.home()
+    folders += [
+        str(home / ".cache" / "ms-playwright"),
+        str(home / "Library" / "Caches" / "ms-playwright"),
+    ]
+    for folder in filter(None, folders):
+        for pattern in PLAYWRIGHT_CHROMIUMS:
+            for candidate in sorted(Path(folder).glob(pattern), reverse=True):
+                if os.access(candidate, os.X_OK):
+                    return candidate
+    return None
 
 
 def require_chromium() -> Path:
-    if not CHROMIUM.is_file():
+    """The Chromium found, also set as ``$CHROMIUM`` for the Node tests that launch it (a test
+    failure naming the ways to provide one otherwise)."""
+    found = find_chromium()
+    if found is None or not found.is_file():
         pytest.fail(
-            f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium "
-            "(`.ci/run` installs it with apt; by hand: apt-get install chromium)",
+            f"no Chromium found ({'$CHROMIUM is ' + str(found) if found else 'none on PATH'}): "
+            "the browser tests need one. Debian/Ubuntu: apt-get install chromium (`.ci/run` does); "
+            "macOS: brew install --cask chromium; anywhere: npx playwright install chromium; "
+            "or set CHROMIUM=/path/to/chrome",
             pytrace=False,
         )
-    return CHROMIUM
+    os.environ["CHROMIUM"] = str(found)
+    return found

@@ -3,6 +3,9 @@
 //
 //   AGUI_BRIDGE_URL  the bridge's agent endpoint (default http://127.0.0.1:8000/agent)
 //   HOST, PORT       where this server listens (default 127.0.0.1:3000; PORT=0 picks a free port)
+//   COPILOTKIT_TELEMETRY_DISABLED  CopilotKit's usage telemetry: off here unless set to false
+import "./telemetry-off.mjs"; // first, before the runtime loads
+
 import { readFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import { extname, join, normalize, sep } from "node:path";

@@ -1,4 +1,5 @@
-// Debian's Chromium, launched headless the same way by every browser test here.
+// Chromium, launched headless the same way by every browser test here: the one pytest found
+// (tests/node_tools.py sets CHROMIUM: $CHROMIUM, then PATH, then Playwright's own).
 import { chromium } from "playwright-core";
 
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
