@@ -116,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--web-demo",
         action="store_true",
-        help="also serve the demo page at / (the wheel carries it; in a checkout `make demo` builds it)",
+        help="also serve the demo page at / (in a checkout, `make demo` builds it)",
     )
     serve.add_argument(
         "--record",
