@@ -11,7 +11,6 @@ import hmac
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
@@ -28,7 +27,6 @@ from ag_ui.core import (
     ToolsCapabilities,
     TransportCapabilities,
 )
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -37,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
+from bridge import __version__
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
@@ -46,14 +45,10 @@ from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
 from bridge.serve.run import ToolLoop, run_agent
+from bridge.serve.run_input import read_run_input
 from bridge.serve.stream import EventStreamResponse
 from bridge.serve.tools import ServerTools, python_tool
 from bridge.serve.upstream import UpstreamClient
-
-try:
-    __version__ = version("agui-bridge")
-except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-    __version__ = "0"
 
 
 class Bridge:
@@ -130,7 +125,7 @@ class Bridge:
                     status=503,
                     code="too_many_runs",
                 )
-            run_input = await _read_run_input(request, self.config)
+            run_input = await read_run_input(request, self.config)
             await self.start()
             loop = self._tool_loop(run_input, await self._upstream_models())
             body = loop.build(run_input.messages)
@@ -348,46 +343,3 @@ class _AtRoot:
 _SHUTDOWN_FRAME = encode_event(
     RunErrorEvent(message="the bridge is shutting down; try again", code="shutting_down")
 )
-
-
-async def _read_run_input(request: Request, config: BridgeConfig) -> RunAgentInput:
-    content_type = request.headers.get("content-type", "")
-    if content_type and "json" not in content_type:
-        raise InvalidRunInputError(
-            f"send the RunAgentInput as application/json, not {content_type!r}",
-            status=415,
-            code="unsupported_media_type",
-        )
-    limit = config.max_body_bytes
-    too_large = InvalidRunInputError(
-        f"the request body is larger than {limit} bytes", status=413, code="body_too_large"
-    )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    raw = bytearray()
-    async for piece in request.stream():
-        raw += piece
-        if len(raw) > limit:
-            raise too_large
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidRunInputError(
-            f"the body is not valid JSON: {exc}", code="invalid_json"
-        ) from exc
-    messages = data.get("messages") if isinstance(data, dict) else None
-    if isinstance(messages, list) and len(messages) > config.max_messages:
-        raise InvalidRunInputError(
-            f"too many messages: {len(data['messages'])} (at most {config.max_messages})",
-            status=413,
-            code="too_many_messages",
-        )
-    try:
-        return RunAgentInput.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'body'}: {error['msg']}"
-            for error in exc.errors()[:5]
-        )
-        raise InvalidRunInputError(f"not a valid RunAgentInput: {problems}", status=422) from exc
