@@ -16,7 +16,8 @@ httpx's coarsely: a refused connection becomes ``ConnectTimeout``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import aiohttp
@@ -86,16 +87,61 @@ TransportWrapper = Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport
 """Wraps each transport the client makes (``serve --record`` records through one)."""
 
 
+#: The longest a response body is read without letting the event loop run other tasks.
+YIELD_INTERVAL = 0.005
+
+
+class _Yielding(httpx.AsyncBaseTransport):
+    """Response bodies that let the event loop in at least every ``YIELD_INTERVAL`` seconds.
+
+    A read of data already buffered returns without suspending (aiohttp's does, and so does
+    writing to a client whose socket has room), and asyncio never preempts: a server that writes
+    back to back would keep the reading task running alone, so no other stream, health check or
+    new run would be served, and the task would never see its cancellation when its client
+    leaves. The yield is timed, not counted: a stream that waits on the network anyway pays at
+    most one extra loop turn per interval."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _YieldingStream(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _YieldingStream(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        clock = time.monotonic
+        turn = clock()
+        async for piece in self._stream:
+            yield piece
+            if clock() - turn >= YIELD_INTERVAL:
+                await asyncio.sleep(0)
+                turn = clock()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
 def client_class(
     transport: UpstreamTransport, wrap: TransportWrapper | None = None
 ) -> type[httpx.AsyncClient]:
-    """The client class for ``transport``; with ``wrap``, every transport it makes, the direct
-    one and one per proxy from the environment, goes through ``wrap`` (passing a transport in
-    instead would make httpx drop the environment's proxies)."""
+    """The client class for ``transport``: every transport it makes, the direct one and one per
+    proxy from the environment, yields to the event loop as it reads (``_Yielding``) and, with
+    ``wrap``, goes through ``wrap`` (passing a transport in instead would make httpx drop the
+    environment's proxies)."""
     base: type[httpx.AsyncClient] = AiohttpClient if transport == "aiohttp" else httpx.AsyncClient
-    if wrap is None:
-        return base
-    wrapper: TransportWrapper = wrap
+
+    def wrapper(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+        return _Yielding(wrap(inner) if wrap is not None else inner)
 
     class Wrapped(base):  # type: ignore[valid-type,misc]
         def _init_transport(self, *args: Any, **kwargs: Any) -> httpx.AsyncBaseTransport:
