@@ -247,7 +247,7 @@ class Resources:
 
 def resources(stack: Stack) -> Resources:
     def in_bridge_loop() -> tuple[int, int, int, int, int]:
-        transport = stack.probe.bridge.upstream._client._transport
+        transport = stack.probe.bridge.upstream._client._transport.inner  # under _Yielding
         tasks, active = len(asyncio.all_tasks()), stack.probe.bridge.active_runs
         if hasattr(transport, "_pool"):  # httpx's own transport (httpcore's pool)
             connections = transport._pool.connections

@@ -60,7 +60,7 @@ def test_failure_kind_reads_the_transports_own_exception(exc: BaseException, kin
 
 
 async def _client_facts(client: UpstreamClient) -> tuple[int, ssl.SSLContext, int]:
-    transport = client._client._transport
+    transport = client._client._transport.inner  # type: ignore[attr-defined]  # under _Yielding
     session = transport.get_client()  # type: ignore[attr-defined]
     try:
         return session.connector.limit, transport.ssl_context, session._read_bufsize  # type: ignore[attr-defined,union-attr]

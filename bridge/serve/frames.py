@@ -7,9 +7,10 @@ Two things happen here and nowhere else:
   its ``RunAgentInput`` (``protocolVersion: "1.0"``); the 0.0.x clients (CopilotKit 1.74 and
   runtime 1.75 pin ``@ag-ui/client`` 0.0.59) send none. Each run's events are shaped for the
   line its client speaks, by the table ``PRE_1_0`` below.
-- **Secrets.** The model's own words (the three delta events, most of every stream) go out as
-  encoded; every other event is built from the bridge's or the upstream's words (an error
-  message, a result) and is redacted of the configured secrets on its way out.
+- **Secrets.** Every event is redacted of the configured secrets on its way out. The model's own
+  words (the three delta events, most of every stream) are redacted per text across their
+  deltas, so a secret split over two deltas is caught too: a delta's end that may begin a
+  secret is held back until the next delta (or the event that ends the text) decides it.
 
 What differs between the lines, for every event the bridge emits (README "Client protocols"):
 
@@ -40,15 +41,19 @@ from typing import Literal
 from ag_ui.core import (
     BaseEvent,
     ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
+    TextMessageEndEvent,
     ToolCallArgsEvent,
+    ToolCallEndEvent,
 )
 
 from bridge.config import AguiProtocolSetting
 from bridge.core.encode import encode_event
-from bridge.serve.redact import Redactor
+from bridge.serve.redact import Redactor, StreamRedactor
 
 ClientProtocol = Literal["1.0", "0.0"]
 """The AG-UI line a client validates with: ``1.0`` (``@ag-ui/client`` 1.x) or ``0.0`` (0.0.x)."""
@@ -88,7 +93,19 @@ def client_protocol(requested: str | None, pinned: AguiProtocolSetting = "auto")
     return "1.0" if major.isdigit() and int(major) >= 1 else "0.0"
 
 
-_MODEL_WORDS = frozenset((TextMessageContentEvent, ReasoningMessageContentEvent, ToolCallArgsEvent))
+#: The model's words: each event carries a piece of one text (a message's, a call's arguments),
+#: named by the field that says which, and the event that ends that text.
+_MODEL_WORDS: Mapping[type[BaseEvent], str] = {
+    TextMessageContentEvent: "message_id",
+    ReasoningMessageContentEvent: "message_id",
+    ToolCallArgsEvent: "tool_call_id",
+}
+_TEXT_ENDS: Mapping[type[BaseEvent], type[BaseEvent]] = {
+    TextMessageEndEvent: TextMessageContentEvent,
+    ReasoningMessageEndEvent: ReasoningMessageContentEvent,
+    ToolCallEndEvent: ToolCallArgsEvent,
+}
+_RUN_ENDS = (RunFinishedEvent, RunErrorEvent)
 
 
 class FrameWriter:
@@ -98,16 +115,46 @@ class FrameWriter:
         self.protocol = protocol
         # Decided once per run, not per event: most events are model words, and most bridges
         # have a secret or none for the whole process.
-        self._redact = redactor.redact if redactor else None
+        self._redactor = redactor if redactor else None
         self._shapes = _SHAPES[protocol]
+        #: The model's texts being written, each redacted across its deltas: (event type, id).
+        self._texts: dict[tuple[type[BaseEvent], str], StreamRedactor] = {}
 
     def frames(self, events: Iterable[BaseEvent]) -> str:
         return "".join([self.frame(event) for event in events])
 
     def frame(self, event: BaseEvent) -> str:
         kind = type(event)
-        if kind in _MODEL_WORDS:
-            return encode_event(event)
+        redactor = self._redactor
+        if redactor is None:
+            shape = self._shapes.get(kind)
+            return encode_event(event if shape is None else shape(event))
+        field = _MODEL_WORDS.get(kind)
+        if field is not None:
+            return self._model_words(event, field, redactor)
+        released = ""
+        if kind in _TEXT_ENDS:
+            content = _TEXT_ENDS[kind]
+            released = self._release(content, getattr(event, _MODEL_WORDS[content]))
+        elif kind in _RUN_ENDS and self._texts:  # an error may end a run with texts open
+            released = "".join([self._release(*key) for key in list(self._texts)])
         shape = self._shapes.get(kind)
-        text = encode_event(event if shape is None else shape(event))
-        return text if self._redact is None else self._redact(text)
+        return released + redactor.redact(encode_event(event if shape is None else shape(event)))
+
+    def _model_words(self, event: BaseEvent, field: str, redactor: Redactor) -> str:
+        key = (type(event), getattr(event, field))
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = redactor.stream()
+        delta = text.feed(event.delta)  # type: ignore[attr-defined]
+        if not delta:  # all of it held back for now: an empty delta is not a valid event
+            return ""
+        return encode_event(event.model_copy(update={"delta": delta}))
+
+    def _release(self, kind: type[BaseEvent], ident: str) -> str:
+        """What a text still holds, as one last delta event, before the event that ends it."""
+        text = self._texts.pop((kind, ident), None)
+        held = text.close() if text is not None else ""
+        if not held:
+            return ""
+        return encode_event(kind.model_validate({_MODEL_WORDS[kind]: ident, "delta": held}))

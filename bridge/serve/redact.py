@@ -45,6 +45,12 @@ def _forms(secret: str) -> set[str]:
     return forms
 
 
+#: Every piece of a secret contains one of its 4-character grams at an offset divisible by this:
+#: the scan looks for those grams only (a compiled alternation, C speed) and checks the pieces
+#: around each hit, so its cost is one pass over the text whatever the secrets' length.
+_GRAM = 4
+
+
 class Redactor:
     """Removes the given secrets from texts. Empty and ``None`` secrets are ignored."""
 
@@ -53,42 +59,119 @@ class Redactor:
         for secret in secrets:
             if secret and len(secret) >= _MIN_WHOLE:
                 forms |= _forms(secret)
-        # Longest first: a form inside a longer one must not leave the longer one's rest.
-        self._whole = sorted(forms, key=len, reverse=True)
+        long = [form for form in forms if len(form) >= MIN_PIECE]
         self._pieces = frozenset(
-            form[i : i + MIN_PIECE] for form in forms for i in range(len(form) - MIN_PIECE + 1)
+            form[i : i + MIN_PIECE] for form in long for i in range(len(form) - MIN_PIECE + 1)
         )
-        self._first_chars = frozenset(piece[0] for piece in self._pieces)
+        #: Secrets too short to have pieces are replaced only whole.
+        self._short = frozenset(form for form in forms if len(form) < MIN_PIECE)
+        grams = {
+            form[i : i + _GRAM]
+            for form in long
+            for i in range(0, len(form) - MIN_PIECE + _GRAM, _GRAM)
+        }
+        # Longest first: a short secret inside a gram's text must not hide the gram.
+        needles = sorted(grams | self._short, key=lambda needle: (-len(needle), needle))
+        self._scan = re.compile("|".join(map(re.escape, needles))) if needles else None
+        #: What a text may end with and still become a secret with the next text: the proper
+        #: prefixes of every piece and short secret.
+        self._prefixes = frozenset(
+            whole[:size] for whole in self._pieces | self._short for size in range(1, len(whole))
+        )
+        self._longest_prefix = max(map(len, self._prefixes), default=0)
 
     def __bool__(self) -> bool:
-        return bool(self._whole)
+        return self._scan is not None
 
     def redact(self, text: str) -> str:
-        if not self._whole:
+        """``text`` with every secret, and every piece of one, replaced by ``MASK``."""
+        if self._scan is None:
             return text
-        for form in self._whole:
-            if form in text:
-                text = text.replace(form, MASK)
-        return self._without_pieces(text)
+        return _masked(text, self._spans(text))
 
-    def _without_pieces(self, text: str) -> str:
-        pieces, first = self._pieces, self._first_chars
-        spans: list[list[int]] = []
-        for start in range(len(text) - MIN_PIECE + 1):
-            if text[start] in first and text[start : start + MIN_PIECE] in pieces:
-                end = start + MIN_PIECE
-                if spans and start <= spans[-1][1]:
-                    spans[-1][1] = end  # overlapping pieces: one longer quote of the secret
-                else:
-                    spans.append([start, end])
-        if not spans:
-            return text
-        out, done = [], 0
-        for start, end in spans:
-            out += [text[done:start], MASK]
-            done = end
-        out.append(text[done:])
-        return "".join(out)
+    def split_held(self, text: str) -> tuple[str, str]:
+        """``text`` as what may go out now, redacted, and what must wait for the text that
+        follows: an end that may begin a secret, or a secret that may go on."""
+        if self._scan is None:
+            return text, ""
+        spans = self._spans(text)
+        ready = len(text) - self.held_suffix(text)
+        if spans and spans[-1][1] > ready:  # only the last span can reach past where we stop
+            ready = min(ready, spans[-1][0])
+            spans = spans[:-1]
+        return _masked(text[:ready], spans), text[ready:]
+
+    def held_suffix(self, text: str) -> int:
+        """How many characters at the end of ``text`` may be the start of a secret that the
+        next text completes (0 when none): a stream holds them back until it knows."""
+        prefixes = self._prefixes
+        for size in range(min(self._longest_prefix, len(text)), 0, -1):
+            if text[-size:] in prefixes:
+                return size
+        return 0
+
+    def stream(self) -> StreamRedactor:
+        """A redactor for one text that arrives in pieces (a message's deltas)."""
+        return StreamRedactor(self)
+
+    def _spans(self, text: str) -> list[list[int]]:
+        """Where the secrets are in ``text``: sorted, merged ``[start, end)`` spans."""
+        assert self._scan is not None
+        pieces, short, size = self._pieces, self._short, MIN_PIECE
+        found: list[list[int]] = []
+        for hit in self._scan.finditer(text):
+            at = hit.start()
+            if hit.group() in short:
+                found.append([at, hit.end()])
+                continue
+            # The gram sits 0-3 characters into a piece; a gram the scan stepped over (it
+            # finds no overlapping hits) sits up to 3 characters after this one.
+            for start in range(max(at - _GRAM + 1, 0), at + _GRAM):
+                if text[start : start + size] in pieces:
+                    end = start + size
+                    while end < len(text) and text[end - size + 1 : end + 1] in pieces:
+                        end += 1
+                    found.append([start, end])
+                    break
+        if not found:
+            return found
+        found.sort()
+        spans = [found[0]]
+        for start, end in found[1:]:
+            if start <= spans[-1][1]:  # overlapping or touching: one longer quote of a secret
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        return spans
+
+
+def _masked(text: str, spans: list[list[int]]) -> str:
+    if not spans:
+        return text
+    out, done = [], 0
+    for start, end in spans:
+        out += [text[done:start], MASK]
+        done = end
+    out.append(text[done:])
+    return "".join(out)
+
+
+class StreamRedactor:
+    """One text that arrives in pieces (a message's deltas, a call's arguments), redacted across
+    the pieces' boundaries: a piece's end that may begin a secret is held back while it still
+    may, and released (redacted) once the next piece or ``close()`` decides it."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        ready, self._held = self._redactor.split_held(self._held + piece)
+        return ready
+
+    def close(self) -> str:
+        held, self._held = self._held, ""
+        return self._redactor.redact(held)
 
 
 class _RedactingFilter(logging.Filter):

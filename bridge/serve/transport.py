@@ -102,16 +102,16 @@ class _Yielding(httpx.AsyncBaseTransport):
     most one extra loop turn per interval."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self._inner = inner
+        self.inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
+        response = await self.inner.handle_async_request(request)
         if isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _YieldingStream(response.stream)
         return response
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        await self.inner.aclose()
 
 
 class _YieldingStream(httpx.AsyncByteStream):
