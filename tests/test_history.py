@@ -309,6 +309,59 @@ def test_tool_text_parts_are_flattened_to_a_string() -> None:
     assert out[2]["content"] == "line 1\nline 2"
 
 
+TIME = "Monday 23 November 2026, 18:41:06 UTC"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param(TIME, TIME, id="a-string-as-sent"),
+        pytest.param(json.dumps(TIME), TIME, id="a-string-json-encoded"),
+        pytest.param(json.dumps(json.dumps(TIME)), TIME, id="encoded-twice"),
+        pytest.param(json.dumps('say "hi"'), 'say "hi"', id="escapes-decoded"),
+        pytest.param(json.dumps("l\u00e9t\u00e9"), "l\u00e9t\u00e9", id="escaped-non-ascii"),
+        pytest.param('{"order":1}', '{"order":1}', id="an-object-stays-json"),
+        pytest.param(json.dumps('{"order":1}'), '{"order":1}', id="an-object-json-encoded"),
+        pytest.param("[1,2]", "[1,2]", id="a-list"),
+        pytest.param("42", "42", id="a-number"),
+        pytest.param("null", "null", id="null"),
+        pytest.param('""', "", id="the-empty-string"),
+        pytest.param('"', '"', id="one-quote"),
+        pytest.param('"a" and "b"', '"a" and "b"', id="quotes-not-one-json-string"),
+        pytest.param(' "padded" ', ' "padded" ', id="padding-is-not-json-text"),
+        pytest.param('"\\ud800"', '"\\ud800"', id="a-lone-surrogate-stays-encoded"),
+    ],
+)
+def test_a_json_encoded_string_result_goes_upstream_as_the_string(
+    content: str, expected: str
+) -> None:
+    """Clients send a string result back as it came or JSON-encoded: the model reads the
+    same bytes either way (see test_server_tools for the next run, byte for byte)."""
+    out = to_openai_messages(
+        msgs(user("?"), assistant(None, ("c1", "f", "{}")), tool("c1", content))
+    )
+    assert out[2] == {"role": "tool", "tool_call_id": "c1", "content": expected}
+
+
+def test_an_encoded_result_is_decoded_a_bounded_number_of_times() -> None:
+    deep = "x"
+    for _ in range(10):
+        deep = json.dumps(deep)
+    out = to_openai_messages(msgs(user("?"), assistant(None, ("c1", "f", "{}")), tool("c1", deep)))
+    left = out[2]["content"]
+    for _ in range(6):
+        left = json.loads(left)
+    assert left == "x"  # four layers off, no more
+
+
+def test_an_encoded_result_in_text_parts_and_with_an_error() -> None:
+    parts = [{"type": "text", "text": json.dumps(TIME)}]
+    messages = msgs(
+        user("?"), assistant(None, ("c1", "f", "{}")), tool("c1", parts, error="partial")
+    )
+    assert to_openai_messages(messages)[2]["content"] == f"Error: partial\n\n{TIME}"
+
+
 def test_tool_media_part_raises_value_error() -> None:
     parts = [{"type": "image", "source": {"type": "url", "value": "https://x.test/a.png"}}]
     messages = msgs(user("?"), assistant(None, ("c1", "f", "{}")), tool("c1", parts))

@@ -4,6 +4,8 @@ each with TOOL_CALL_RESULT and streams the model's next turn; frontend calls sta
 from __future__ import annotations
 
 import asyncio
+import datetime
+import enum
 import json
 import threading
 import time
@@ -11,12 +13,12 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from bridge.config import BridgeConfig
 from bridge.scripted import SCRIPTED_MODELS
 from bridge.serve.app import create_app
-from bridge.serve.tools import python_tool
+from bridge.serve.tools import python_tool, result_text
 from servers import (
     TOOLS,
     joined,
@@ -137,6 +139,9 @@ def test_tools_are_offered_beside_the_frontends_and_a_clash_is_refused() -> None
 
 
 def test_a_mixed_turn_runs_the_server_call_and_leaves_the_frontend_call_pending() -> None:
+    """The server's string result goes out as the string; the follow-up sends it upstream first,
+    then the page's, and the same bytes whether the client stored it as it came (@ag-ui/client)
+    or JSON-encoded (a history from a release that sent it so, a client that encodes results)."""
     question = "What time is it? And make the background lightblue."
     with scripted_stack(tools=[get_time]) as stack:
         frames = post(stack.bridge_url, ask(question, tools=TOOLS))
@@ -145,53 +150,122 @@ def test_a_mixed_turn_runs_the_server_call_and_leaves_the_frontend_call_pending(
             f["toolCallName"]: f["toolCallId"] for f in frames if f["type"] == "TOOL_CALL_START"
         }
         assert set(calls) == {"change_background", "get_time"}
-        assert results(frames) == {"get_time": '"12:00"'}
+        assert results(frames) == {"get_time": "12:00"}  # the string, not JSON text
         assert frames[-1]["outcome"] == {
             "type": "success",
             "pendingToolCallIds": [calls["change_background"]],
         }
         # The client stores the server's result, runs its own tool and comes back.
-        history = [
-            {"id": "u1", "role": "user", "content": question},
-            *messages_from(frames),
-            {
-                "id": "t-bg",
-                "role": "tool",
-                "toolCallId": calls["change_background"],
-                "content": '{"ok": true}',
-            },
-        ]
+        page_result = {
+            "id": "t-bg",
+            "role": "tool",
+            "toolCallId": calls["change_background"],
+            "content": '{"ok": true}',
+        }
+        stored = messages_from(frames)
+        history = [{"id": "u1", "role": "user", "content": question}, *stored, page_result]
         follow_up = post(stack.bridge_url, run_input(history, tools=TOOLS))
-        sent = stack.upstream_requests[1]["messages"]
-    tool_messages = [m for m in sent if m["role"] == "tool"]
+        server_result = next(m for m in stored if m["role"] == "tool")
+        server_result["content"] = json.dumps(server_result["content"])  # '"12:00"'
+        post(stack.bridge_url, run_input(history, tools=TOOLS))
+        as_sent, encoded = stack.upstream_requests[1:]
+    tool_messages = [m for m in as_sent["messages"] if m["role"] == "tool"]
     assert tool_messages == [
-        {"role": "tool", "tool_call_id": calls["get_time"], "content": '"12:00"'},
+        {"role": "tool", "tool_call_id": calls["get_time"], "content": "12:00"},
         {"role": "tool", "tool_call_id": calls["change_background"], "content": '{"ok": true}'},
     ]
+    assert json.dumps(encoded) == json.dumps(as_sent)
     assert "TOOL_CALL_RESULT" not in kinds(follow_up)
-    assert '"12:00"' in joined(follow_up, "TEXT_MESSAGE_CONTENT")
+    assert "**get_time**: “12:00”" in joined(follow_up, "TEXT_MESSAGE_CONTENT")
 
 
-def test_the_next_run_sends_the_server_turns_upstream_byte_for_byte() -> None:
+@pytest.mark.parametrize("stored", ["as-sent", "json-encoded"])
+@pytest.mark.parametrize(
+    ("tool", "result"),
+    [(get_order, '{"order":1,"status":"shipped","items":[]}'), (get_time, "12:00")],
+)
+def test_the_next_run_sends_the_server_turns_upstream_byte_for_byte(
+    tool: Any, result: str, stored: str
+) -> None:
     """What the loop sent upstream for the model's second turn is what the next run sends for
     the same turns, from the messages the client stored: the same bytes (reasoning included,
-    when the reasoning scope keeps it for earlier turns too)."""
-    with scripted_stack(tools=[get_order], reasoning_scope="all") as stack:
-        frames = post(stack.bridge_url, ask("get_order please"))
+    when the reasoning scope keeps it for earlier turns too), whether the client kept the
+    result as it came or JSON-encoded it."""
+    prompt = f"{tool.__name__} please"
+    with scripted_stack(tools=[tool], reasoning_scope="all") as stack:
+        frames = post(stack.bridge_url, ask(prompt))
+        assert results(frames) == {tool.__name__: result}
         in_run = stack.upstream_requests[1]["messages"]
-        history = [{"id": "u1", "role": "user", "content": "get_order please"}]
-        history += messages_from(frames)
+        assert in_run[-1]["content"] == result
+        history = [{"id": "u1", "role": "user", "content": prompt}, *messages_from(frames)]
+        if stored == "json-encoded":
+            for message in history:
+                if message["role"] == "tool":
+                    message["content"] = json.dumps(message["content"])
         history.append({"id": "u2", "role": "user", "content": "Thanks"})
         post(stack.bridge_url, run_input(history))
         next_run = stack.upstream_requests[2]["messages"]
     assert json.dumps(next_run[: len(in_run)]) == json.dumps(in_run)
 
 
+def test_a_result_the_tool_encoded_itself_goes_out_as_the_model_reads_it() -> None:
+    """A tool that returns ``json.dumps(text)``: the client is sent what the model reads."""
+
+    def get_time() -> str:
+        """The time, JSON-encoded by the tool itself."""
+        return json.dumps("12:00")
+
+    with scripted_stack(tools=[get_time]) as stack:
+        frames = post(stack.bridge_url, ask("What time is it?"))
+        in_run = stack.upstream_requests[1]["messages"]
+    assert results(frames) == {"get_time": "12:00"}
+    assert in_run[-1]["content"] == "12:00"
+
+
+class Colour(enum.StrEnum):
+    BLUE = "blue"
+
+
+class Order(BaseModel):
+    number: int
+    shipped_on: datetime.date | None = None
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        pytest.param("Monday 23 November 2026, 18:41:06 UTC", None, id="a-string-as-it-is"),
+        pytest.param('say "hi"\n', None, id="quotes-and-newlines-unescaped"),
+        pytest.param("", None, id="the-empty-string"),
+        pytest.param(Colour.BLUE, "blue", id="a-string-enum"),
+        pytest.param(datetime.date(2026, 11, 23), "2026-11-23", id="a-date"),
+        pytest.param({"a": 1, "é": [1.5, None]}, '{"a":1,"é":[1.5,null]}', id="a-dict"),
+        pytest.param(["x", 2], '["x",2]', id="a-list"),
+        pytest.param(42, "42", id="a-number"),
+        pytest.param(None, "null", id="none"),
+        pytest.param(True, "true", id="a-bool"),
+        pytest.param(Order(number=7), '{"number":7,"shipped_on":null}', id="a-model"),
+    ],
+)
+def test_what_the_model_reads_of_a_return_value(value: Any, text: str | None) -> None:
+    """A string goes out as the string, the rest as JSON text."""
+
+    def lookup() -> Any:
+        """Returns the value."""
+        return value
+
+    async def invoke() -> str:
+        return await python_tool(lookup).invoke("{}")
+
+    assert result_text(value) == (value if text is None else text)
+    assert asyncio.run(invoke()) == result_text(value)
+
+
 @pytest.mark.parametrize("model", SCRIPTED_MODELS)
 def test_every_dialect(model: str) -> None:
     with scripted_stack(tools=[get_time]) as stack:
         frames = post(stack.bridge_url, ask("What time is it?", forwardedProps={"model": model}))
-    assert results(frames) == {"get_time": '"12:00"'}
+    assert results(frames) == {"get_time": "12:00"}
     assert "12:00" in joined(frames, "TEXT_MESSAGE_CONTENT")
     assert frames[-1]["type"] == "RUN_FINISHED" and "outcome" not in frames[-1]
 
@@ -200,9 +274,9 @@ def test_responses_api_upstream() -> None:
     with scripted_stack(tools=[get_time], upstream_api="responses") as stack:
         frames = post(stack.bridge_url, ask("What time is it?"))
         second = stack.upstream_requests[1]["input"]
-    assert results(frames) == {"get_time": '"12:00"'}
+    assert results(frames) == {"get_time": "12:00"}
     assert [item.get("type") for item in second[-2:]] == ["function_call", "function_call_output"]
-    assert second[-1]["output"] == '"12:00"'
+    assert second[-1]["output"] == "12:00"
     assert "12:00" in joined(frames, "TEXT_MESSAGE_CONTENT")
 
 
@@ -228,7 +302,7 @@ def test_calls_run_in_parallel() -> None:
 
     with scripted_stack(tools=[get_time, get_weather]) as stack:
         frames = post(stack.bridge_url, ask("What's the weather in Paris, and the time?"))
-    assert results(frames) == {"get_weather": '"met"', "get_time": '"met"'}
+    assert results(frames) == {"get_weather": "met", "get_time": "met"}
 
 
 class _LazyEvent:

@@ -25,6 +25,7 @@ import pydantic_core
 from ag_ui.core import Tool, ToolCall, ToolCallResultEvent
 
 from bridge.core.emitter import IdFactory, random_id
+from bridge.serve.history import tool_result_text
 
 logger = logging.getLogger("agui_bridge")
 
@@ -58,7 +59,8 @@ class ServerTool:
 def python_tool(function: Callable[..., Any]) -> ServerTool:
     """A Python function (sync or async) as a server tool: its name, its docstring's first
     paragraph as the description, its parameters' type hints and defaults (and their
-    ``Args:`` lines) as the JSON schema. The return value goes to the model as JSON text."""
+    ``Args:`` lines) as the JSON schema. The return value goes to the model as ``result_text``
+    writes it."""
     name = function.__name__
     if not TOOL_NAME.match(name):
         raise ValueError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
@@ -91,9 +93,18 @@ def python_tool(function: Callable[..., Any]) -> ServerTool:
             # cancelled; one that outlives its timeout finishes unobserved.)
             call = functools.partial(function, **kwargs)
             result = await asyncio.get_running_loop().run_in_executor(_TOOL_THREADS, call)
-        return pydantic_core.to_json(result, fallback=str).decode()
+        return result_text(result)
 
     return ServerTool(name, summary, schema, invoke)
+
+
+def result_text(value: Any) -> str:
+    """A Python tool's return value as the text the model reads: a string as it is, and so is
+    what pydantic writes as one (a date, a UUID, a string enum); anything else (a model, a dict,
+    a list, a number, ``None``) as JSON text. A string sent JSON-encoded would show in quotes in
+    the client, and come back decoded by some clients, no longer the bytes the model read."""
+    plain = pydantic_core.to_jsonable_python(value, fallback=str)
+    return plain if isinstance(plain, str) else pydantic_core.to_json(plain).decode()
 
 
 class ServerTools:
@@ -155,13 +166,14 @@ class ServerTools:
         except Exception as exc:  # the tool's own failure: the model reads it, the log has more
             logger.warning("server tool %s failed", name, exc_info=True)
             content = f"Error: {name} failed: {type(exc).__name__}: {exc}"
-        # Redacted here, not only at the frame boundary: the same text goes back upstream in
-        # this run and, as the client stored it, in the next: both must be the same bytes.
+        # As the history builder reads it back (a JSON string decoded), and redacted here, not
+        # only at the frame boundary: the same text goes back upstream in this run and, as the
+        # client stored it, in the next: both must be the same bytes.
         return ToolCallResultEvent(
             message_id=self._new_id("msg"),
             tool_call_id=call.id,
             role="tool",
-            content=self._redact(content),
+            content=self._redact(tool_result_text(content)),
         )
 
 
