@@ -4,6 +4,7 @@ stdio and over streamable HTTP, a server that cannot start, one that dies mid-wa
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import subprocess
@@ -78,10 +79,14 @@ def test_tools_listed_at_start_and_run_in_the_run(target: str) -> None:
             t["function"]["name"]: t["function"] for t in stack.upstream_requests[0]["tools"]
         }
         failed = post(stack.bridge_url, ask("Please srv__fail now"))
+        added = post(stack.bridge_url, ask("Please srv__add them"))
     assert offered["srv__get_time"]["description"].startswith("The current time in a time zone")
     assert offered["srv__add"]["parameters"]["required"] == ["a", "b"]
     got = results(frames)
     assert list(got) == ["srv__get_time"] and got["srv__get_time"].endswith("(UTC)")
+    # The server's text blocks, as they are: a string is not JSON-encoded on its way.
+    assert got["srv__get_time"][0].isdigit()
+    assert results(added) == {"srv__add": "2"}  # 1 + 1, as the SDK's server writes it
     assert frames[-1]["type"] == "RUN_FINISHED" and "outcome" not in frames[-1]
     # The SDK's server words it: "Error executing tool fail: <the reason>".
     assert list(results(failed)) == ["srv__fail"]
@@ -108,7 +113,15 @@ def test_a_python_tool_an_mcp_tool_and_a_frontend_tool_in_one_turn(http_mcp: str
             {"id": "t", "role": "tool", "toolCallId": calls["change_background"], "content": "ok"}
         )
         answer = post(stack.bridge_url, run_input(history, tools=TOOLS))
+        stored = next(m for m in history if m["role"] == "tool")
+        stored["content"] = json.dumps(stored["content"])  # kept JSON-encoded by the client
+        post(stack.bridge_url, run_input(history, tools=TOOLS))
+        as_sent, encoded = stack.upstream_requests[1:]
     assert answer[-1]["type"] == "RUN_FINISHED"
+    # The MCP server's text goes upstream as the client was sent it, whichever form came back.
+    sent = {m["tool_call_id"]: m["content"] for m in as_sent["messages"] if m["role"] == "tool"}
+    assert sent[calls["srv__get_time"]] == results(frames)["srv__get_time"]
+    assert json.dumps(encoded) == json.dumps(as_sent)
 
 
 def test_a_call_that_hangs_times_out_and_the_server_keeps_serving(http_mcp: str) -> None:
