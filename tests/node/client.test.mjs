@@ -11,12 +11,15 @@
 //                    @ag-ui/client@<version> in package.json); default 1.0.0
 //   AGUI_SERVER_TOOL the name of a tool the bridge runs itself (e.g. get_time): then only the
 //                    mixed-turn test runs, a server tool and a frontend tool in one turn
+//   AGUI_SERVER_RESULT what that tool returns (a string), if the test may know it
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
 // A thrown error fails the run; so does any warning the client logs (see captureConsole).
 // Per model, three runs reach the upstream: the tool call, the answer after the tool results,
-// and a greeting without tools; the Python side counts on that.
+// and a greeting without tools; in the mixed-turn test, the turn, the answer, and the answer
+// again from a history that holds the server's result JSON-encoded. The Python side counts on
+// that.
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
@@ -81,14 +84,11 @@ function toolResult(call) {
 /**
  * An agent that keeps, per run, the request body it sent (`agent.sentBodies`) and the SSE text it
  * received (`agent.wires`), both as they went over the wire. Recorded by wrapping the global
- * `fetch`: the 0.0.52 client takes no `fetch` option.
+ * `fetch`: the 0.0.52 client takes no `fetch` option. It starts from `initialMessages` when given
+ * (a conversation so far), else from the prompt.
  */
-function newAgent(prompt) {
-  const agent = new HttpAgent({
-    url: BRIDGE_URL,
-    threadId: randomUUID(),
-    initialMessages: [{ id: randomUUID(), role: "user", content: prompt }],
-  });
+function newAgent(prompt, initialMessages = [{ id: randomUUID(), role: "user", content: prompt }]) {
+  const agent = new HttpAgent({ url: BRIDGE_URL, threadId: randomUUID(), initialMessages });
   return Object.assign(agent, { sentBodies: [], wires: [] });
 }
 
@@ -241,7 +241,17 @@ function assertReasoning(seen, model) {
 }
 
 const SERVER_TOOL = process.env.AGUI_SERVER_TOOL;
+const SERVER_RESULT = process.env.AGUI_SERVER_RESULT;
 const MIXED_PROMPT = "What time is it? And make the background lightblue.";
+
+/** Whether a text is a JSON-encoded string ("\"12:00\""). */
+function isJsonString(text) {
+  try {
+    return typeof JSON.parse(text) === "string";
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The application's part of a tool loop: answer the calls that have no result yet. A server
@@ -286,6 +296,12 @@ for (const model of SERVER_TOOL ? MODELS : []) {
       );
       assert.ok(stored, `the client kept no tool message for the server call: ${first.types}`);
       assert.equal(stored.content, serverResults[0].content);
+      // A string result comes as the string, not as JSON text (which a card shows in quotes).
+      assert.ok(
+        !isJsonString(stored.content),
+        `the server's result came JSON-encoded: ${stored.content}`,
+      );
+      if (SERVER_RESULT !== undefined) assert.equal(stored.content, SERVER_RESULT);
       if (SPEAKS_1_0) {
         assert.deepEqual(
           first.finished[0].pendingToolCallIds,
@@ -300,6 +316,7 @@ for (const model of SERVER_TOOL ? MODELS : []) {
         ["change_background"],
         "the page runs only its own tool",
       );
+      const history = structuredClone(agent.messages);
 
       const second = await run(agent, params);
       assert.deepEqual(eventsOf(second, EventType.TOOL_CALL_START), [], "no further tool calls");
@@ -318,6 +335,23 @@ for (const model of SERVER_TOOL ? MODELS : []) {
         ],
         "run 2 sends both results back, the server's as the client stored it",
       );
+
+      // A client that keeps the server's result JSON-encoded (a history from before the bridge
+      // sent strings as they are, an adapter that encodes every result) asks the same: the
+      // Python side checks that this run's upstream request is the last one's, byte for byte.
+      const isServerResult = (message) =>
+        message.role === "tool" && message.toolCallId === byName[SERVER_TOOL];
+      const encoded = history.map((message) =>
+        isServerResult(message)
+          ? { ...message, content: JSON.stringify(message.content) }
+          : message,
+      );
+      const again = newAgent(MIXED_PROMPT, encoded);
+      const third = await run(again, params);
+      const sentAgain = again.sentBodies[0].messages.find(isServerResult);
+      assert.equal(sentAgain.content, JSON.stringify(stored.content));
+      const answerAgain = third.result.newMessages.find((message) => message.role === "assistant");
+      assert.equal(answerAgain?.content, answer.content, "the model read the same either way");
     });
   });
 }
