@@ -109,7 +109,8 @@ def test_the_command_prints_a_table_and_json(
     report = json.loads(capsys.readouterr().out)
     assert report["starts_in_reasoning"] is True
     probes = [probe["probe"] for probe in report["probes"]]
-    assert probes == ["plain", "tools", "responses", "reasoning_back"]
+    assert probes == ["models", "plain", "tools", "responses", "reasoning_back"]
+    assert report["failed_probe"] is None and report["suggested_upstream_url"] is None
 
 
 def test_the_first_listed_model_is_probed_when_none_is_named(scripted_url: str) -> None:
@@ -228,10 +229,10 @@ def test_nothing_listening(capsys: pytest.CaptureFixture[str]) -> None:
         report = json.loads(capsys.readouterr().out)
         assert report["usable"] is False
         assert any("unreachable" in w and "upstream_unreachable" in w for w in report["warnings"])
-        assert [probe["probe"] for probe in report["probes"]] == ["plain"]
-        # With no model named and no list to choose from there is nothing to probe.
-        assert main(["doctor", "--upstream-url", url]) == 1
-        assert "no --model given" in capsys.readouterr().out
+        # GET /models could not connect: nothing else would.
+        assert [probe["probe"] for probe in report["probes"]] == ["models"]
+        assert report["failed_probe"]["reason"] == "refused"
+        assert report["serve_command"] is None
 
 
 def test_a_refused_key_is_reported_and_never_shown(
@@ -260,7 +261,8 @@ def test_a_refused_key_is_reported_and_never_shown(
     (rejected, *_) = [w for w in report["warnings"] if "rejected the key" in w]
     assert "upstream_http_401" in rejected and "[redacted]" in rejected
     assert "$DOCTOR_TEST_KEY" in rejected
-    assert "--api-key-env DOCTOR_TEST_KEY" in report["serve_command"]
+    assert report["failed_probe"]["probe"] == "plain"
+    assert report["serve_command"] is None and "serve it with" not in table
     assert "rejected the key" in table
 
 
@@ -334,3 +336,121 @@ def test_a_server_told_by_its_answers(owner: str, versions: dict[str, Any], serv
     assert report["responses_api"] is False
     unknown = [w for w in report["warnings"] if "in a format the bridge does not know" in w]
     assert unknown and "CALL get_weather" in unknown[0]
+
+
+# --- the probe that failed: it is named, with what failed, and no serve line is offered ------
+
+
+@pytest.fixture(scope="module")
+def plain_http_url() -> Iterator[str]:
+    """A real upstream serving under ``/v1``, over plain HTTP (its base URL without ``/v1``)."""
+    with serve(create_scripted_upstream()) as url:
+        yield url
+
+
+def _doctor_both_ways(url: str, model: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
+    """The doctor's table and JSON report for ``url``; both exit 1 and offer no serve line."""
+    flags = ["doctor", "--upstream-url", url, *model]
+    assert main(flags) == 1
+    table = capsys.readouterr().out
+    assert main([*flags, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["usable"] is False and report["serve_command"] is None
+    assert "serve it with" not in table and "agui-bridge serve" not in table
+    assert report["failed_probe"]["ok"] is False
+    failed = report["failed_probe"]
+    assert f"failed probe  {failed['probe']}: {failed['method']} {failed['path']}" in table
+    assert failed["message"] in table and failed["message"] in report["warnings"][0]
+    return table, report
+
+
+@pytest.mark.parametrize("model", [[], ["--model", "scripted-plain"]], ids=["no-model", "model"])
+@pytest.mark.parametrize("case", ["refused", "dns", "tls"])
+def test_an_unreachable_upstream_names_what_failed(
+    case: str, model: list[str], plain_http_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with refusing_upstream() as refused:
+        url = {
+            "refused": refused,
+            "dns": "http://nonexistent.invalid/v1",
+            # https:// to a server that speaks plain HTTP: the TLS handshake fails
+            "tls": f"{plain_http_url.replace('http://', 'https://')}/v1",
+        }[case]
+        table, report = _doctor_both_ways(url, model, capsys)
+    failed = report["failed_probe"]
+    # GET /models came first and could not connect: nothing else is tried, --model or not.
+    assert [probe["probe"] for probe in report["probes"]] == ["models"]
+    assert (failed["probe"], failed["code"], failed["reason"]) == (
+        "models",
+        "upstream_unreachable",
+        case,
+    )
+    says = {
+        "refused": "the connection was refused",
+        "dns": "its host name does not resolve",
+        "tls": "the TLS handshake failed (wrong version number); does it speak plain HTTP? "
+        "try http://",
+    }[case]
+    assert says in failed["message"]
+    assert "no --model given" not in table
+    assert report["suggested_upstream_url"] is None
+
+
+def test_a_url_without_v1_gets_a_404_and_the_url_meant(
+    plain_http_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = plain_http_url  # the upstream serves under /v1
+    hint = f"did you mean --upstream-url {url}/v1?"
+    _, report = _doctor_both_ways(url, [], capsys)
+    failed = report["failed_probe"]
+    assert (failed["probe"], failed["method"], failed["code"]) == (
+        "models",
+        "GET",
+        "upstream_http_404",
+    )
+    assert (
+        failed["message"] == f"the upstream answered HTTP 404 Not Found to GET {url}/models; {hint}"
+    )
+    assert report["suggested_upstream_url"] == f"{url}/v1"
+    assert "no --model given" not in " ".join(report["warnings"])
+
+    # With a model named, the chat request is tried and fails the same way: it is the one named.
+    table, report = _doctor_both_ways(url, ["--model", "scripted-plain"], capsys)
+    failed = report["failed_probe"]
+    assert (failed["probe"], failed["method"], failed["path"]) == (
+        "plain",
+        "POST",
+        "/chat/completions",
+    )
+    assert f"POST {url}/chat/completions; {hint}" in failed["message"]
+    assert f"did you mean  --upstream-url {url}/v1" in table
+    # One failure, said once: not again for each probe after it.
+    assert len([w for w in report["warnings"] if "404" in w]) == 1
+
+    # The suggestion works.
+    assert main(["doctor", "--upstream-url", report["suggested_upstream_url"]]) == 0
+    assert "serve it with" in capsys.readouterr().out
+
+
+def test_credentials_in_the_url_are_never_shown(
+    plain_http_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = plain_http_url.replace("http://", "http://someone:pw-in-the-url@")
+    table, report = _doctor_both_ways(f"{url}/v1/chat/completions", [], capsys)
+    assert "pw-in-the-url" not in table + json.dumps(report)
+    assert "someone" not in table + json.dumps(report)
+    # A base URL with the endpoint pasted on: the base is what was meant.
+    assert report["suggested_upstream_url"] == f"{plain_http_url}/v1"
+    # And one that works with them in it goes through (basic auth, in the header).
+    assert main(["doctor", "--upstream-url", f"{url}/v1", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "pw-in-the-url" not in out and json.loads(out)["upstream"] == f"{plain_http_url}/v1"
+
+
+def test_no_hint_when_the_url_has_its_version(
+    plain_http_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, report = _doctor_both_ways(f"{plain_http_url}/api/v1", [], capsys)
+    assert report["failed_probe"]["code"] == "upstream_http_404"
+    assert report["suggested_upstream_url"] is None
+    assert "did you mean" not in report["failed_probe"]["message"]

@@ -47,9 +47,15 @@ class UpstreamHTTPError(BridgeError):
 
 
 class UpstreamConnectionError(BridgeError):
-    """The upstream could not be reached (refused, DNS, TLS...)."""
+    """The upstream could not be reached; ``reason`` says how, when the transport told:
+    ``refused``, ``dns``, ``tls``, ``connect`` (another failure to connect) or ``closed`` (it
+    connected, and the upstream closed the connection without answering)."""
 
     code = "upstream_unreachable"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class UpstreamTimeoutError(BridgeError):

@@ -1,7 +1,8 @@
 """``agui-bridge doctor``: a few small requests to an upstream (``probes``), read by the bridge's
 own decoder and filters (``findings``), and what they tell (``report``): where the reasoning
 arrives, how tool calls come, whether usage, the Responses API and reasoning sent back work, and
-the ``serve`` line with the flags it needs.
+the ``serve`` line with the flags it needs; or, for an upstream that cannot be used, the probe
+that failed and why (refused, DNS, TLS, an HTTP 404 and the base URL probably meant).
 """
 
 from bridge.doctor.findings import DEFAULT_KEY_ENV, HARMONY_REASONING, PROBE_TOOL

@@ -24,6 +24,7 @@ from bridge.core.parts import Part, Reasoning, Text, ToolCallDelta, Usage
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter, TagPair
 from bridge.core.text_tools.filter import TEXT_TOOL_FORMATS, TextToolCalls
 from bridge.core.translate import ChatStreamTranslator, TranslateOptions
+from bridge.core.upstream_url import suggested_upstream_url
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Harmony (gpt-oss) has no tags: its ``analysis`` channel is the reasoning.
@@ -46,6 +47,7 @@ class Answer:
 
     name: str
     path: str
+    method: str = "POST"
     chunks: list[dict[str, Any] | str] = field(default_factory=list)
     error: BridgeError | None = None
     seconds: float = 0.0
@@ -57,12 +59,15 @@ class Answer:
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "probe": self.name,
+            "method": self.method,
             "path": self.path,
             "ok": self.ok,
             "ms": round(self.seconds * 1000),
         }
         if self.error is not None:
             out.update(code=self.error.code, message=self.error.message)
+            if isinstance(self.error, UpstreamConnectionError) and self.error.reason:
+                out["reason"] = self.error.reason
         return out
 
 
@@ -201,14 +206,16 @@ def finish(
     *,
     props: Mapping[str, Any] | None = None,
     key_env: str = DEFAULT_KEY_ENV,
-    usable: bool | None = None,
 ) -> dict[str, Any]:
+    """The report: usable when the plain streamed answer came; if not, the probe that failed
+    (that answer, or ``GET /models`` when nothing got further) and no ``serve`` line."""
     found = _analyse(answers)
-    plain = answers[0] if answers else None
-    if usable is None:
-        usable = plain is not None and plain.ok
-    if plain is not None and plain.error is not None:
-        warnings.append(_failure(plain.error, key_env))
+    by_name = {answer.name: answer for answer in answers}
+    plain, listing = by_name.get("plain"), by_name.get("models")
+    usable = plain is not None and plain.ok
+    failed = None if usable else next((a for a in (plain, listing) if a and a.error), None)
+    if failed is not None and failed.error is not None:
+        warnings.insert(0, _failure(failed, key_env))
     flags = _flags(found)
     warnings += _advice(found, answers)
     if props is not None:
@@ -225,6 +232,8 @@ def finish(
         command += ["--api-key-env", key_env]
     report.update(
         usable=usable,
+        failed_probe=None if failed is None else failed.summary(),
+        suggested_upstream_url=_suggestion(report["upstream"], failed),
         server=server,
         models=models,
         reasoning=found.reasoning,
@@ -234,12 +243,19 @@ def finish(
         usage=found.usage,
         responses_api=found.responses_api,
         reasoning_round_trip=found.round_trip,
-        serve_command=shlex.join(command + flags),
+        serve_command=shlex.join(command + flags) if usable else None,
         warnings=warnings,
         bridge_view=_bridge_view(answers, flags),
         probes=[answer.summary() for answer in answers],
     )
     return report
+
+
+def _suggestion(upstream: str, failed: Answer | None) -> str | None:
+    """The base URL probably meant, when the probe that failed got an HTTP 404."""
+    if failed is None or not isinstance(failed.error, UpstreamHTTPError):
+        return None
+    return suggested_upstream_url(upstream) if failed.error.status == 404 else None
 
 
 def _flags(found: _Findings) -> list[str]:
@@ -273,8 +289,11 @@ def _advice(found: _Findings, answers: Sequence[Answer]) -> list[str]:
         )
     by_name = {answer.name: answer for answer in answers}
     tools = by_name.get("tools")
+    plain = by_name.get("plain")
     if tools is not None and tools.error is not None:
-        out.append(f"a request with a tool failed: {tools.error.message} [{tools.error.code}]")
+        if plain is not None and plain.ok:  # else the plain answer's failure says it all
+            error = tools.error
+            out.append(f"a request with a tool failed: {error.message} [{error.code}]")
     elif tools is not None and found.tool_calls == "none":
         if str(PROBE_TOOL["name"]) in found.tool_text:
             excerpt = found.tool_text.strip()[:120]
@@ -289,7 +308,7 @@ def _advice(found: _Findings, answers: Sequence[Answer]) -> list[str]:
             "Chat Completions shows no reasoning but the Responses API does: serve with "
             "--upstream-api responses"
         )
-    if by_name.get("plain") is not None and by_name["plain"].ok and not found.usage:
+    if plain is not None and plain.ok and not found.usage:
         out.append("the upstream reports no token usage in its streams: runs end without usage")
     if found.round_trip == "rejected" and found.round_trip_error is not None:
         error = found.round_trip_error
@@ -307,7 +326,9 @@ def key_refused(error: BridgeError | None) -> bool:
     return isinstance(error, UpstreamHTTPError) and error.status in (401, 403)
 
 
-def _failure(error: BridgeError, key_env: str) -> str:
+def _failure(answer: Answer, key_env: str) -> str:
+    error = answer.error
+    assert error is not None
     if key_refused(error):
         return (
             f"the upstream rejected the key: {error.message} [{error.code}]; "
@@ -315,7 +336,8 @@ def _failure(error: BridgeError, key_env: str) -> str:
         )
     if isinstance(error, UpstreamConnectionError | UpstreamTimeoutError):
         return f"the upstream is unreachable: {error.message} [{error.code}]"
-    return f"a streamed answer failed: {error.message} [{error.code}]"
+    what = "GET /models" if answer.name == "models" else "a streamed answer"
+    return f"{what} failed: {error.message} [{error.code}]"
 
 
 def _bridge_view(answers: Sequence[Answer], flags: list[str]) -> dict[str, Any]:

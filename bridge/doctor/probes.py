@@ -27,6 +27,7 @@ from bridge.core.errors import (
     UpstreamTimeoutError,
 )
 from bridge.core.translate import DONE
+from bridge.core.upstream_url import shown_url
 from bridge.doctor.findings import DEFAULT_KEY_ENV, PROBE_TOOL, Answer, finish, key_refused
 from bridge.serve.request import build_chat_request, build_responses_request
 from bridge.serve.upstream import UpstreamClient
@@ -52,12 +53,11 @@ _OWNERS = {"vllm": "vLLM", "sglang": "SGLang", "agui-bridge": "agui-bridge scrip
 
 @dataclass
 class _Get:
-    """A ``GET`` probe's outcome."""
+    """What a ``GET`` answered (nothing but ``None`` when it failed)."""
 
     status: int | None
     headers: Mapping[str, str]
     data: Any
-    error: str | None = None
 
 
 async def diagnose(
@@ -71,29 +71,60 @@ async def diagnose(
     """Probe the upstream and report (the keys are README's "Which flags does my server
     need?"). ``ValueError`` for an upstream URL that is not one."""
     config = _config(upstream_url, model or "probe", api_key)  # validates the URL
+    report: dict[str, Any] = {"upstream": shown_url(config.upstream_url), "model": model}
+    warnings: list[str] = []
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(headers=headers, timeout=10.0, transport=transport) as http:
-        listed = await _get(http, f"{config.upstream_url}/models")
+    client = UpstreamClient(config, transport=transport)
+    try:
+        listing, listed = await _list_models(client)
         models = _model_ids(listed.data)
-        chosen = model or (models[0] if models else None)
-        report: dict[str, Any] = {"upstream": config.upstream_url, "model": chosen}
-        warnings: list[str] = []
+        report["model"] = chosen = model or (models[0] if models else None)
+        if _unreachable(listing.error):
+            return finish(report, models, None, warnings, [listing], key_env=api_key_env)
         if chosen is None:
-            warnings.append("no --model given and the upstream lists no models: name one")
-            return finish(report, models, None, warnings, [], usable=False)
+            if listing.ok:
+                warnings.append("no --model given and the upstream lists no models: name one")
+            return finish(report, models, None, warnings, [listing], key_env=api_key_env)
         config = _config(upstream_url, chosen, api_key)
-        client = UpstreamClient(config, transport=transport)
-        try:
-            props = await client.llama_cpp_props()
+        props = await client.llama_cpp_props()
+        async with httpx.AsyncClient(headers=headers, timeout=10.0, transport=transport) as http:
             server = await _server(http, config.upstream_url, listed, props)
-            answers = await _probe(client, config)
-        finally:
-            await client.aclose()
+        answers = await _probe(client, config)
+    finally:
+        await client.aclose()
     if listed.status in (401, 403) and not key_refused(answers[0].error):
         warnings.append(
             f"GET /models: the upstream rejected the key [upstream_http_{listed.status}]"
         )
+    answers.insert(0, listing)
     return finish(report, models, server, warnings, answers, props=props, key_env=api_key_env)
+
+
+async def _list_models(client: UpstreamClient) -> tuple[Answer, _Get]:
+    """``GET /models``: the probe's outcome, and what it answered."""
+    answer = Answer("models", "/models", method="GET")
+    began = time.monotonic()
+    try:
+        response = await client.get("/models")
+    except BridgeError as exc:
+        answer.error = exc
+        listed = _Get(exc.status if isinstance(exc, UpstreamHTTPError) else None, {}, None)
+    else:
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        listed = _Get(response.status_code, response.headers, data)
+    answer.seconds = time.monotonic() - began
+    return answer, listed
+
+
+def _unreachable(error: BridgeError | None) -> bool:
+    """No connection could be made, or none answered in time: nothing else will get through.
+    (A server that closes the connection on one request may answer another.)"""
+    if isinstance(error, UpstreamConnectionError):
+        return error.reason != "closed"
+    return isinstance(error, UpstreamTimeoutError)
 
 
 def _config(upstream_url: str, model: str, api_key: str | None) -> BridgeConfig:
@@ -113,8 +144,8 @@ async def _probe(client: UpstreamClient, config: BridgeConfig) -> list[Answer]:
     limit = {"max_tokens": _MAX_TOKENS}
     plain = _run_input([_user(_PLAIN_PROMPT)], limit)
     answers = [await _read(client, "plain", build_chat_request(plain, config))]
-    if isinstance(answers[0].error, UpstreamConnectionError | UpstreamTimeoutError):
-        return answers  # nothing else will get through
+    if _unreachable(answers[0].error):
+        return answers
     asked = _run_input([_user(_TOOL_PROMPT)], limit, tools=True)
     answers.append(await _read(client, "tools", build_chat_request(asked, config)))
     responses = build_responses_request(plain, config)
@@ -194,8 +225,8 @@ def _tool_loop(*, with_reasoning: bool) -> RunAgentInput:
 async def _get(http: httpx.AsyncClient, url: str) -> _Get:
     try:
         response = await http.get(url)
-    except httpx.HTTPError as exc:
-        return _Get(None, {}, None, f"{type(exc).__name__}")
+    except httpx.HTTPError:
+        return _Get(None, {}, None)
     try:
         data = response.json()
     except ValueError:

@@ -11,7 +11,8 @@ from bridge.serve.redact import Redactor
 
 
 def render_table(report: Mapping[str, Any]) -> str:
-    """The report as a two-column table, the ``serve`` line and the warnings."""
+    """The report as a two-column table, the ``serve`` line and the warnings; for an unusable
+    upstream, the probe that failed instead of what the others found, and no ``serve`` line."""
     models = report.get("models") or []
     shown = ", ".join(models[:4]) + (f", … ({len(models)} in all)" if len(models) > 4 else "")
     tags = report.get("reasoning_tags")
@@ -21,17 +22,26 @@ def render_table(report: Mapping[str, Any]) -> str:
         ("models", shown or "(none listed)"),
         ("model probed", report.get("model") or "(none)"),
         ("usable", _yes(report.get("usable"))),
-        ("reasoning", report.get("reasoning")),
-        ("reasoning_tags", f"{tags[0]} … {tags[1]}" if tags else "-"),
-        ("starts_in_reasoning", _yes(report.get("starts_in_reasoning"))),
-        ("tool_calls", report.get("tool_calls")),
-        ("usage", _yes(report.get("usage"))),
-        ("responses_api", _yes(report.get("responses_api"))),
-        ("reasoning_round_trip", report.get("reasoning_round_trip")),
     ]
+    failed = report.get("failed_probe")
+    if failed:
+        rows.append(("failed probe", f"{failed['probe']}: {failed['method']} {failed['path']}"))
+    if report.get("suggested_upstream_url"):
+        rows.append(("did you mean", f"--upstream-url {report['suggested_upstream_url']}"))
+    if report.get("usable"):
+        rows += [
+            ("reasoning", report.get("reasoning")),
+            ("reasoning_tags", f"{tags[0]} … {tags[1]}" if tags else "-"),
+            ("starts_in_reasoning", _yes(report.get("starts_in_reasoning"))),
+            ("tool_calls", report.get("tool_calls")),
+            ("usage", _yes(report.get("usage"))),
+            ("responses_api", _yes(report.get("responses_api"))),
+            ("reasoning_round_trip", report.get("reasoning_round_trip")),
+        ]
     width = max(len(name) for name, _ in rows)
     lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
-    lines += ["", "serve it with:", f"  {report['serve_command']}"]
+    if report.get("serve_command"):
+        lines += ["", "serve it with:", f"  {report['serve_command']}"]
     warnings = report.get("warnings") or []
     if warnings:
         lines += ["", "warnings:", *(f"  - {warning}" for warning in warnings)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import email.utils
 import json
 import random
+import socket
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -18,6 +20,7 @@ from httpx_sse import EventSource
 
 from bridge.config import BridgeConfig
 from bridge.core.errors import (
+    MAX_MESSAGE_CHARS,
     BridgeError,
     UpstreamConnectionError,
     UpstreamHTTPError,
@@ -25,6 +28,7 @@ from bridge.core.errors import (
     UpstreamTimeoutError,
     UpstreamTruncatedError,
 )
+from bridge.core.upstream_url import shown_url, upstream_url_hint
 from bridge.serve.sse import chunk_from_sse, without_lone_surrogates
 from bridge.serve.stream import READ_BURST
 from bridge.serve.transport import (
@@ -55,11 +59,21 @@ class UpstreamClient:
         makes (recording)."""
         self._config = config
         self._origin = httpx.URL(config.upstream_url)
+        # Credentials in the URL (a proxy's basic auth) go as httpx's auth, in the header:
+        # aiohttp refuses them in the URL beside an Authorization header, and the URLs the
+        # bridge shows or records hold none.
+        self._base = str(self._origin.copy_with(userinfo=b""))
+        auth = (
+            httpx.BasicAuth(self._origin.username, self._origin.password)
+            if self._origin.userinfo
+            else None
+        )
         headers = {"Accept": "text/event-stream, application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._client = client_class(config.upstream_transport, wrap)(
             headers=headers,
+            auth=auth,
             timeout=httpx.Timeout(
                 connect=config.connect_timeout,
                 read=config.idle_timeout,
@@ -116,7 +130,7 @@ class UpstreamClient:
 
     async def _open(self, body: dict[str, Any], path: str) -> httpx.Response:
         """Send the request, retrying only what failed before the answer began."""
-        url = f"{self._config.upstream_url}{path}"
+        url = f"{self._base}{path}"
         attempt = 0
         while True:
             try:
@@ -157,15 +171,25 @@ class UpstreamClient:
         # Exponential, with jitter so that many runs failing together do not retry together.
         return float(self._config.retry_backoff * 2**attempt * random.uniform(0.5, 1.5))
 
+    async def get(self, path: str) -> httpx.Response:
+        """``GET {upstream_url}{path}``, read whole. An HTTP error status raises
+        ``UpstreamHTTPError`` and a failed connection its ``BridgeError``, as they do for a run
+        (the doctor reports them)."""
+        try:
+            response = await self._client.get(f"{self._base}{path}")
+            if response.status_code >= 400:
+                raise await self._http_error(response)
+        except TRANSPORT_ERRORS as exc:
+            raise self._translate(exc, answering=False) from exc
+        return response
+
     async def list_models(self) -> list[str]:
         """The upstream's ``GET /v1/models`` ids, cached for a minute; empty if it has none."""
         now = time.monotonic()
         if self._models is None or now - self._models[0] > _MODELS_TTL:
             ids: list[str] = []
             try:
-                response = await self._client.get(
-                    f"{self._config.upstream_url}/models", timeout=5.0
-                )
+                response = await self._client.get(f"{self._base}/models", timeout=5.0)
                 data = response.json().get("data", []) if response.status_code == 200 else []
                 ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
             except (*TRANSPORT_ERRORS, ValueError, AttributeError):
@@ -177,7 +201,7 @@ class UpstreamClient:
         """llama.cpp's ``GET /props`` (read once and cached), or ``None`` for other servers."""
         if not self._props_read:
             self._props_read = True
-            origin = self._config.upstream_url.removesuffix("/v1")
+            origin = self._base.removesuffix("/v1")
             try:
                 response = await self._client.get(f"{origin}/props", timeout=5.0)
                 data = response.json() if response.status_code == 200 else None
@@ -193,13 +217,32 @@ class UpstreamClient:
             if len(raw) >= _MAX_ERROR_BODY:
                 break
         body = raw[:_MAX_ERROR_BODY].decode("utf-8", "replace")
-        message = _error_message(body) or (
-            f"the upstream answered HTTP {response.status_code} {response.reason_phrase}".strip()
-        )
+        words = _error_message(body)
+        if response.status_code == 404:
+            message = self._not_found(response.request, words)
+        else:
+            status = f"{response.status_code} {response.reason_phrase}".strip()
+            message = words or f"the upstream answered HTTP {status}"
         retry_after = _retry_after(response.headers.get("retry-after"))
         if retry_after is not None:
             message = f"{message} (the upstream asks to retry after {retry_after:.0f} s)"
         return UpstreamHTTPError(response.status_code, message, body=body, retry_after=retry_after)
+
+    def _not_found(self, request: httpx.Request, words: str | None) -> str:
+        """A 404 about the URL (no words of the upstream's own, or only "Not Found") names the
+        URL called; any 404 also names the base URL probably meant when ``--upstream-url`` lacks
+        its version segment (``…:8080`` for ``…:8080/v1``), the usual cause. A 404 in words of
+        its own (an unknown model) is left to say it alone otherwise."""
+        called = f"{request.method} {shown_url(str(request.url))}"
+        hint = upstream_url_hint(self._base)
+        where = f"{called}; {hint}" if hint else called
+        words = " ".join(words.split()) if words else None
+        if words is None or words.lower().removeprefix("404 ") in _NOT_FOUND_WORDS:
+            return f"the upstream answered HTTP 404 Not Found to {where}"
+        if hint is None:
+            return words
+        room = MAX_MESSAGE_CHARS - len(where) - 3  # the URL and the hint survive a long message
+        return f"{words if len(words) <= room else words[: room - 1] + '…'} ({where})"
 
     def _translate(self, exc: BaseException, *, answering: bool = True) -> BridgeError:
         kind = failure_kind(exc)
@@ -213,16 +256,61 @@ class UpstreamClient:
                 f"the upstream at {self._where} sent nothing for {self._config.idle_timeout:g} s"
             )
         if kind == "connect":
-            return UpstreamConnectionError(f"could not connect to the upstream at {self._where}")
+            reason, why = _connect_failure(exc, https=self._origin.scheme == "https")
+            return UpstreamConnectionError(
+                f"could not connect to the upstream at {self._where}{why}", reason=reason
+            )
         if kind == "closed" and not answering:
             return UpstreamConnectionError(
-                f"the upstream at {self._where} closed the connection without answering"
+                f"the upstream at {self._where} closed the connection without answering",
+                reason="closed",
             )
         if kind == "closed":
             return UpstreamTruncatedError(
                 f"the upstream at {self._where} closed the connection mid-answer"
             )
         return UpstreamConnectionError(f"the connection to the upstream at {self._where} failed")
+
+
+#: What servers say for a path they do not serve (FastAPI's ``{"detail": "Not Found"}``, Go's
+#: ``404 page not found``): nothing the URL would not say better.
+_NOT_FOUND_WORDS = frozenset({"not found", "page not found"})
+
+#: OpenSSL's words when an https:// client meets a server that speaks plain HTTP.
+_PLAIN_HTTP_SSL_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"}
+)
+
+
+def _connect_failure(exc: BaseException, *, https: bool) -> tuple[str, str]:
+    """Why no connection was made (``refused``, ``dns``, ``tls``, else ``connect``) and the words
+    that say it, read from the exceptions behind ``exc`` (httpx and aiohttp both chain the
+    socket's own)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, socket.gaierror):
+            return "dns", f": its host name does not resolve ({cause.strerror or 'DNS failure'})"
+        # aiohttp's own TLS errors subclass ssl's without its details: the ssl one is behind.
+        reason = getattr(cause, "reason", None)
+        if isinstance(cause, ssl.SSLCertVerificationError) and reason is not None:
+            detail = getattr(cause, "verify_message", None) or reason
+            return "tls", (
+                f": its TLS certificate is not trusted ({detail}); SSL_CERT_FILE names the "
+                "CA certificates to trust"
+            )
+        if isinstance(cause, ssl.SSLError) and reason is not None:
+            plain = https and reason in _PLAIN_HTTP_SSL_REASONS
+            hint = "; does it speak plain HTTP? try http://" if plain else ""
+            return (
+                "tls",
+                f": the TLS handshake failed ({str(reason).replace('_', ' ').lower()}){hint}",
+            )
+        if isinstance(cause, ConnectionRefusedError):
+            return "refused", ": the connection was refused (is the server running on that port?)"
+        cause = cause.__cause__ or cause.__context__
+    return "connect", ""
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
