@@ -42,8 +42,8 @@ const TOOLS_PROMPT = "What's the weather in Paris? And make the background light
 const LIGHTBLUE = "rgb(173, 216, 230)";
 /** A turn mixing the bridge's server tool (get_time) and a frontend tool (change_background). */
 const MIXED_PROMPT = "What time is it? And make the background lightblue.";
-/** get_time's result as the bridge sends it in TOOL_CALL_RESULT: "12:00", JSON-encoded. */
-const SERVER_TIME = '"12:00"';
+/** get_time's result as the bridge sends it in TOOL_CALL_RESULT: the string, not JSON text. */
+const SERVER_TIME = "12:00";
 const RUN_TIMEOUT = 20_000;
 /** Asked to interleave, the scripted model reasons, writes, reasons again and writes again. */
 const INTERLEAVE_PROMPT = "Please interleave your thinking.";
@@ -346,6 +346,7 @@ for (const wiring of WIRINGS) {
           const results = Object.fromEntries(
             toolMessage.tools.map((tool) => [tool.name, tool.result]),
           );
+          // As the bridge sent it: no quotes around it.
           assert.equal(results.get_time, SERVER_TIME, "get_time's card shows the bridge's result");
           assert.deepEqual(JSON.parse(results.change_background), { background: "lightblue" });
           assert.deepEqual(answer.tools, []);
