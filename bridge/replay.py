@@ -2,13 +2,20 @@
 OpenAI-compatible upstream, so a bug report reproduces anywhere with the same events.
 
 Every recorded upstream exchange (``bridge/serve/record.py`` describes the files) is an answer
-the replay server can give. A request gets the recorded answer whose method, path and body match
-it; failing that, the next recorded answer for that method and path, in the order they were
-recorded (once all were given, they are given again from the first). Each answer keeps its
-status, headers and read boundaries: every recorded network read is written as one piece, at
-its recorded time after the request (divided by ``speed``). An answer whose connection failed
-mid-body is cut the same way (the connection is dropped); a request that failed before any
-answer (refused, timed out) gets an HTTP 502 saying so (ASGI cannot refuse a connection).
+the replay server can give. An exchange is known by its endpoint: its path relative to the
+recorded base URL (``/chat/completions``, ``/responses``, ``/models``; llama.cpp's ``/props``
+relative to the base without its ``/v1``), so a recording made through any path prefix
+(OpenRouter's ``/api/v1``) replays behind any ``--upstream-url http://host:port/<prefix>``: a
+request path that ends with the endpoint matches. A record without its base URL (written by
+hand) is matched by the absolute path. A request gets the recorded answer whose method, endpoint
+and body match it; failing that, the next recorded answer for that method and endpoint, in the
+order they were recorded (once all were given, they are given again from the first).
+
+Each answer keeps its status, headers and read boundaries: every recorded network read is
+written as one piece, at its recorded time after the request (divided by ``speed``). An answer
+whose connection failed mid-body is cut the same way (the connection is dropped); a request that
+failed before any answer (refused, timed out) gets an HTTP 502 saying so (ASGI cannot refuse a
+connection).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +38,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from bridge import __version__
+from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, KNOWN_REASONING_TAGS
 from bridge.serve.record import FORMAT, request_body
 
 #: Response headers that describe the recorded connection, not the answer: the replay's own
@@ -46,6 +56,7 @@ class Exchange:
     method: str
     path: str
     body: Any
+    endpoint: str | None = None  # the path relative to the recorded base URL
     status: int | None = None
     headers: list[tuple[str, str]] = field(default_factory=list)
     wait: float = 0.0  # seconds from the request to the answer's head
@@ -58,12 +69,17 @@ class Recording:
     """Every exchange of every run in a folder, in the order they were recorded."""
 
     exchanges: list[Exchange]
-    upstream_urls: list[str]  # the recorded runs' upstream base URLs (config.upstream_url)
+    upstream_urls: list[str]  # the recorded runs' upstream base URLs
     runs: int
+    configs: list[dict[str, Any]] = field(default_factory=list)  # each run's settings
+    versions: list[str] = field(default_factory=list)  # the bridge versions that recorded
 
     @property
     def base_path(self) -> str:
-        """The path of the recorded upstream base URL (``/v1`` for most servers)."""
+        """The path to serve the replay under: ``/v1`` when every exchange is known by its
+        endpoint (any would do), else the path of the recorded base URL."""
+        if all(exchange.endpoint is not None for exchange in self.exchanges):
+            return "/v1"
         paths = {urlsplit(url).path.rstrip("/") for url in self.upstream_urls}
         return paths.pop() if len(paths) == 1 else "/v1"
 
@@ -73,21 +89,20 @@ def load_recording(directory: str | Path) -> Recording:
     folder = Path(directory)
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder of recorded runs")
-    exchanges: list[Exchange] = []
-    urls: list[str] = []
-    runs = 0
+    recording = Recording([], [], 0)
     for path in sorted(folder.glob("*.jsonl")):
-        runs += 1
-        exchanges += _exchanges(path, urls)
-    if not runs:
+        recording.runs += 1
+        recording.exchanges += _exchanges(path, recording)
+    if not recording.runs:
         raise ValueError(f"{folder} holds no recorded runs (*.jsonl)")
-    return Recording(exchanges, urls, runs)
+    return recording
 
 
-def _exchanges(path: Path, urls: list[str]) -> list[Exchange]:
+def _exchanges(path: Path, recording: Recording) -> list[Exchange]:
     by_number: dict[int, Exchange] = {}
     began: dict[int, float] = {}
     head: dict[int, float] = {}
+    base: str | None = None
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             try:
@@ -98,14 +113,22 @@ def _exchanges(path: Path, urls: list[str]) -> list[Exchange]:
             if kind == "run":
                 if item.get("format") != FORMAT:
                     raise ValueError(f"{path}: not an {FORMAT} record: {item.get('format')!r}")
-                url = (item.get("config") or {}).get("upstream_url")
+                config = item.get("config") or {}
+                url = item.get("upstream_url") or config.get("upstream_url")
                 if url:
-                    urls.append(url)
+                    recording.upstream_urls.append(url)
+                    base = urlsplit(url).path.rstrip("/")
+                if config:
+                    recording.configs.append(config)
+                if item.get("bridge_version"):
+                    recording.versions.append(str(item["bridge_version"]))
                 continue
             exchange_id = item.get("exchange")
             if kind == "request":
-                url = urlsplit(item["url"])
-                by_number[exchange_id] = Exchange(item["method"], url.path, item.get("body"))
+                url_path = urlsplit(item["url"]).path
+                by_number[exchange_id] = Exchange(
+                    item["method"], url_path, item.get("body"), _endpoint(url_path, base)
+                )
                 began[exchange_id] = t
             elif exchange_id in by_number:
                 exchange = by_number[exchange_id]
@@ -128,6 +151,17 @@ def _exchanges(path: Path, urls: list[str]) -> list[Exchange]:
     return [by_number[n] for n in sorted(by_number)]
 
 
+def _endpoint(path: str, base: str | None) -> str | None:
+    """``path`` relative to the recorded base path, or to that path without its ``/v1`` (where
+    servers keep their own routes: llama.cpp's ``/props``); ``None`` if neither holds it."""
+    if base is None:
+        return None
+    for root in (base, base.removesuffix("/v1")):
+        if path.startswith(root + "/"):
+            return path[len(root) :]
+    return None
+
+
 class ReplayServer:
     """Picks the recorded answer for each request (see the module docstring)."""
 
@@ -139,13 +173,23 @@ class ReplayServer:
         self._given: list[int] = [0] * len(recording.exchanges)
 
     def pick(self, method: str, path: str, body: Any) -> Exchange | None:
-        candidates = [
-            i
-            for i, exchange in enumerate(self.recording.exchanges)
-            if exchange.method == method and exchange.path == path
-        ]
-        if not candidates:
+        """The answer for a request (see the module docstring), or ``None``."""
+        exchanges = self.recording.exchanges
+        matched = {
+            i: len(exchange.endpoint or exchange.path)
+            for i, exchange in enumerate(exchanges)
+            if exchange.method == method
+            and (
+                path.endswith(exchange.endpoint)
+                if exchange.endpoint is not None
+                else exchange.path == path
+            )
+        }
+        if not matched:
             return None
+        # The longest endpoint that matches: /chat/completions, not /completions.
+        longest = max(matched.values())
+        candidates = [i for i, length in matched.items() if length == longest]
         same = [i for i in candidates if self.recording.exchanges[i].body == body]
         if same:
             chosen = min(same, key=lambda i: self._given[i])  # the first not given yet
@@ -223,18 +267,84 @@ def create_replay_app(recording: Recording, *, speed: float = 1.0) -> Starlette:
 
 
 def replay_summary(recording: Recording, base_url: str) -> Iterable[str]:
-    """What the CLI prints: where the replay listens and how to point a bridge at it."""
+    """What the CLI prints: where the replay listens and the ``serve`` line to point a bridge
+    at it (``serve_command``)."""
     counts: dict[str, int] = {}
     for exchange in recording.exchanges:
-        key = f"{exchange.method} {exchange.path}"
+        key = f"{exchange.method} {exchange.endpoint or exchange.path}"
         counts[key] = counts.get(key, 0) + 1
+    upstream_url = f"{base_url}{recording.base_path}"
+    versions = ", ".join(sorted(set(recording.versions))) or "a version that did not say"
     yield (
         f"agui-bridge replay: {len(recording.exchanges)} recorded answers from "
-        f"{recording.runs} runs at {base_url}{recording.base_path}"
+        f"{recording.runs} runs at {upstream_url}"
     )
+    yield f"  recorded by agui-bridge {versions}; this is {__version__}"
     for key, count in counts.items():
         yield f"  {key}: {count}"
-    yield f"point a bridge at it: agui-bridge serve --upstream-url {base_url}{recording.base_path}"
+    if len({json.dumps(config, sort_keys=True) for config in recording.configs}) > 1:
+        yield "  the runs were recorded with different settings: this line has the first's"
+    yield f"point a bridge at it: {shlex.join(serve_command(recording, upstream_url))}"
+
+
+def serve_command(recording: Recording, upstream_url: str) -> list[str]:
+    """``agui-bridge serve`` pointed at ``upstream_url``, with the first recorded run's model,
+    the other models the runs asked for (``--models``), and the settings that shape what the
+    bridge asks the upstream and how it reads the answers."""
+    config = recording.configs[0] if recording.configs else {}
+    asked = dict.fromkeys(
+        str(e.body["model"])
+        for e in recording.exchanges
+        if isinstance(e.body, dict) and e.body.get("model")
+    )
+    model = str(config.get("model") or next(iter(asked), "MODEL"))
+    command = ["agui-bridge", "serve", "--upstream-url", upstream_url, "--model", model]
+    others = [name for name in asked if name != model]
+    if others:
+        command += ["--models", ",".join(others)]
+    return command + _serve_flags(config)
+
+
+#: Recorded settings that are a flag with their value, and the value the flag defaults to.
+_VALUED = {
+    "upstream_api": ("--upstream-api", "chat"),
+    "reasoning_history": ("--reasoning-history", "auto"),
+    "reasoning_scope": ("--reasoning-scope", "current-turn"),
+    "agui_protocol": ("--agui-protocol", "auto"),
+}
+#: Recorded settings that are a switch, and the value that turns it on.
+_SWITCHES = {
+    "include_state": ("--include-state", True),
+    "responses_store": ("--responses-store", True),
+    "include_usage": ("--no-usage", False),
+}
+
+
+def _serve_flags(config: dict[str, Any]) -> list[str]:
+    flags: list[str] = []
+    for key, (flag, default) in _VALUED.items():
+        if config.get(key, default) != default:
+            flags += [flag, str(config[key])]
+    for key, (flag, on) in _SWITCHES.items():
+        if config.get(key, not on) == on:
+            flags.append(flag)
+    if config.get("upstream_stream") is False:
+        flags += ["--upstream-stream", "off"]
+    translate = config.get("translate") or {}
+    tags = [tuple(pair) for pair in translate.get("reasoning_tags") or ()]
+    if tags and tags != list(DEFAULT_REASONING_TAGS):
+        names = {pair: name for name, pair in KNOWN_REASONING_TAGS.items()}
+        flags += ["--reasoning-tags", ",".join(names.get(p) or "...".join(p) for p in tags)]
+    if translate.get("starts_in_reasoning"):
+        flags.append("--starts-in-reasoning")
+    if translate.get("text_tool_format", "auto") != "auto":
+        flags += ["--text-tool-format", str(translate["text_tool_format"])]
+    for model, options in (config.get("translate_overrides") or {}).items():
+        if isinstance(options, dict) and options.get("starts_in_reasoning"):
+            flags += ["--starts-in-reasoning-model", str(model)]
+    for name, target in (config.get("mcp_servers") or {}).items():
+        flags += ["--mcp", f"{name}={target}"]
+    return flags
 
 
 def serve_replay(

@@ -11,20 +11,25 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
+import bridge
 from agui_rules import check_frames, parse_body
+from bridge.cli import _parser
 from bridge.config import BridgeConfig
-from bridge.replay import create_replay_app, load_recording
-from bridge.scripted import SCRIPTED_MODELS, create_scripted_upstream
+from bridge.replay import create_replay_app, load_recording, replay_summary, serve_command
+from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.serve.app import create_app
 from bridge.serve.record import FORMAT
 from faulty_upstream import fault_model, faulty_upstream
@@ -287,3 +292,171 @@ def test_recording_keeps_the_proxy_environment(
     assert any(line.startswith(f"POST {upstream_url}/v1/chat/completions") for line in seen)
     (record,) = _records(tmp_path)
     assert [line["type"] for line in record].count("read") > 1
+
+
+# --- a recording replays behind any prefix; its header holds the base URL and the version ------
+
+
+def _prefixed_upstream(prefix: str) -> Starlette:
+    """The scripted upstream served under ``prefix`` (as OpenRouter serves under ``/api/v1``)."""
+    return Starlette(routes=[Mount(prefix, app=create_scripted_upstream())])
+
+
+def test_a_recording_through_a_prefix_replays_behind_any_prefix(tmp_path: Path) -> None:
+    models = ["scripted-reasoning", "scripted-think-no-open", "scripted-hermes-text"]
+    sent: list[list[dict[str, Any]]] = []
+    with serve(_prefixed_upstream("/case/x")) as upstream_url:
+        # Credentials in the URL too: they go as basic auth, and nowhere in the record.
+        with_credentials = upstream_url.replace("http://", "http://someone:pw-in-the-url@")
+        config = scripted_config(upstream_url, record_dir=str(tmp_path), api_key=KEY)
+        config = replace(config, upstream_url=f"{with_credentials}/case/x/v1")
+        with serve(create_app(config)) as bridge_url:
+            for model in models:
+                body = run_input(
+                    messages=[{"id": "u", "role": "user", "content": ASK_TOOLS}],
+                    tools=TOOLS,
+                    forwardedProps={"model": model},
+                )
+                sent.append(_normalized(post(f"{bridge_url}/", body)))
+    assert all(frames[-1]["type"] == "RUN_FINISHED" for frames in sent)
+
+    records = _records(tmp_path)
+    text = "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
+    assert "pw-in-the-url" not in text and "someone" not in text and KEY not in text
+    for record in records:
+        header = record[0]
+        assert header["upstream_url"] == f"{upstream_url}/case/x/v1"
+        assert header["config"]["upstream_url"] == f"{upstream_url}/case/x/v1"
+        assert header["bridge_version"] == bridge.__version__
+        requests = [line for line in record if line["type"] == "request"]
+        assert requests and all(
+            line["url"] == f"{upstream_url}/case/x/v1/chat/completions" for line in requests
+        )
+
+    recording = load_recording(tmp_path)
+    assert {exchange.endpoint for exchange in recording.exchanges} == {"/chat/completions"}
+    # The serve line names every model the runs asked for, and the flags they were read with.
+    line = serve_command(recording, "http://127.0.0.1:8001/v1")
+    args = _parser().parse_args(line[1:])
+    assert (args.upstream_url, args.model) == ("http://127.0.0.1:8001/v1", DEFAULT_SCRIPTED_MODEL)
+    assert args.models == ",".join(models)
+    assert args.starts_in_reasoning_model == ["scripted-think-no-open"]
+    inputs = [record[0]["input"] for record in records]
+    for prefix in ("/v1", "/another/prefix/v1", "/api"):
+        with serve(create_replay_app(recording, speed=4.0)) as replay_url:
+            again = replace(config, upstream_url=f"{replay_url}{prefix}", record_dir=None)
+            with serve(create_app(again)) as bridge_url:
+                after = [_normalized(_post_raw(f"{bridge_url}/", body)) for body in inputs]
+        assert after == sent, prefix
+
+
+def _without_base_url(folder: Path) -> None:
+    """Make the records in ``folder`` as a record without its base URL (written by hand, say)."""
+    for path in folder.glob("*.jsonl"):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        del lines[0]["upstream_url"], lines[0]["config"]["upstream_url"]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_a_record_without_its_base_url_replays_by_absolute_path(tmp_path: Path) -> None:
+    with serve(_prefixed_upstream("/case/x")) as upstream_url:
+        config = scripted_config(upstream_url, record_dir=str(tmp_path))
+        config = replace(config, upstream_url=f"{upstream_url}/case/x/v1")
+        with serve(create_app(config)) as bridge_url:
+            before = post(f"{bridge_url}/", run_input())
+    _without_base_url(tmp_path)
+    recording = load_recording(tmp_path)
+    assert [exchange.endpoint for exchange in recording.exchanges] == [None]
+    (record,) = _records(tmp_path)
+    request = next(line for line in record if line["type"] == "request")
+    with serve(create_replay_app(recording, speed=4.0)) as replay_url:
+        elsewhere = httpx.post(f"{replay_url}/v1/chat/completions", json=request["body"])
+        assert elsewhere.status_code == 404
+        again = replace(config, upstream_url=f"{replay_url}/case/x/v1", record_dir=None)
+        with serve(create_app(again)) as bridge_url:
+            after = _post_raw(f"{bridge_url}/", record[0]["input"])
+    assert _normalized(after) == _normalized(before)
+
+
+def test_replay_tells_the_recording_version_and_endpoints(tmp_path: Path) -> None:
+    with serve(create_scripted_upstream()) as upstream_url:
+        config = scripted_config(upstream_url, record_dir=str(tmp_path))
+        with serve(create_app(config)) as bridge_url:
+            post(f"{bridge_url}/", run_input())
+    lines = list(replay_summary(load_recording(tmp_path), "http://127.0.0.1:9"))
+    assert lines[0] == "agui-bridge replay: 1 recorded answers from 1 runs at http://127.0.0.1:9/v1"
+    assert (
+        lines[1] == f"  recorded by agui-bridge {bridge.__version__}; this is {bridge.__version__}"
+    )
+    assert lines[2] == "  POST /chat/completions: 1"
+
+
+# --- replay's serve line works when pasted ----------------------------------------------------
+
+
+def _read_until(stream: IO[str], prefix: str, deadline: float) -> str:
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        assert line, f"the process ended before printing {prefix!r}"
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no line starting with {prefix!r}")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_the_replay_serve_line_works_pasted(tmp_path: Path, api: str) -> None:
+    """Record, replay with the command, paste the serve line it prints (with --port 0): the
+    bridge it starts gives the recorded events."""
+    with serve(create_scripted_upstream()) as upstream_url:
+        config = scripted_config(
+            upstream_url, record_dir=str(tmp_path), model="scripted-think-no-open", upstream_api=api
+        )
+        with serve(create_app(config)) as bridge_url:
+            body = run_input(
+                messages=[{"id": "u", "role": "user", "content": ASK_TOOLS}], tools=TOOLS
+            )
+            before = post(f"{bridge_url}/", body)
+    assert before[-1]["type"] == "RUN_FINISHED"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "bridge"]
+    replay = subprocess.Popen(
+        [*command, "replay", str(tmp_path), "--port", "0", "--speed", "10"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    bridge_process: subprocess.Popen[str] | None = None
+    try:
+        assert replay.stdout is not None
+        deadline = time.monotonic() + 30
+        line = _read_until(replay.stdout, "point a bridge at it: ", deadline)
+        pasted = shlex.split(line.removeprefix("point a bridge at it: "))
+        assert pasted[:2] == ["agui-bridge", "serve"]
+        args = _parser().parse_args(pasted[1:])  # the real parser takes it
+        assert args.model == "scripted-think-no-open"
+        assert args.upstream_api == api
+        assert args.starts_in_reasoning_model == ["scripted-think-no-open"]
+        bridge_process = subprocess.Popen(
+            [*command, *pasted[1:], "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**env, "OPENAI_API_KEY": ""},
+        )
+        assert bridge_process.stdout is not None
+        opened = _read_until(bridge_process.stdout, "agui-bridge: open ", deadline)
+        agent = opened.split("agent at POST ", 1)[1].split(")")[0]
+        while True:
+            try:
+                after = _post_raw(agent, body)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert _normalized(after) == _normalized(before)
+    finally:
+        for process in (bridge_process, replay):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=10)

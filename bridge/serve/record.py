@@ -4,9 +4,11 @@ Each run is one JSON Lines file, ``DIR/<UTC time>-<n>-<run id>.jsonl``, written 
 (a run cut short still leaves its file). Every line is an object with a ``type``; ``t`` is the
 seconds since the run began (monotonic clock):
 
-- ``run``: the header: ``format`` (``agui-bridge-record/1``), ``started`` (ISO 8601 UTC),
-  ``thread_id``, ``run_id``, ``input`` (the ``RunAgentInput`` as received, camelCase) and
-  ``config`` (the bridge's settings, without the API key and the auth token);
+- ``run``: the header: ``format`` (``agui-bridge-record/1``), ``bridge_version``
+  (``bridge.__version__``), ``started`` (ISO 8601 UTC), ``thread_id``, ``run_id``,
+  ``upstream_url`` (the base URL the exchanges' paths are relative to), ``input`` (the
+  ``RunAgentInput`` as received, camelCase) and ``config`` (the bridge's settings, without the
+  API key and the auth token);
 - ``request``: ``exchange`` (1, 2, … within the run), ``method``, ``url``, ``headers`` (without
   ``Authorization`` and the other credential headers), ``body`` (JSON when it parses, else text);
 - ``response``: ``exchange``, ``status``, ``reason``, ``http_version``, ``headers`` (a list of
@@ -23,8 +25,8 @@ seconds since the run began (monotonic clock):
 - ``run_end``: the run is over.
 
 Every line goes through the bridge's ``Redactor``: the key is not in the record even when the
-upstream quoted it back. ``agui-bridge replay DIR`` serves the recorded answers again
-(``bridge/replay.py``).
+upstream quoted it back; no URL in it holds credentials (``user:password@``) or a query.
+``agui-bridge replay DIR`` serves the recorded answers again (``bridge/replay.py``).
 
 The recording is a wrapping ``httpx`` transport plus a hook where frames are written, so the
 upstream client itself knows nothing of it. A context variable names the run being recorded: the
@@ -48,7 +50,9 @@ from typing import IO, Any
 import httpx
 from ag_ui.core import RunAgentInput
 
+from bridge import __version__
 from bridge.config import BridgeConfig
+from bridge.core.upstream_url import shown_url
 from bridge.serve.redact import Redactor
 from bridge.serve.transport import failure_kind
 
@@ -72,6 +76,7 @@ class Recorder:
         settings = dataclasses.asdict(config)
         settings.pop("api_key", None)
         settings.pop("auth_token", None)
+        settings["upstream_url"] = shown_url(config.upstream_url)
         self._settings = settings
         self._count = itertools.count(1)
 
@@ -100,9 +105,11 @@ class Recorder:
         record.write(
             "run",
             format=FORMAT,
+            bridge_version=__version__,
             started=started.isoformat().replace("+00:00", "Z"),
             thread_id=run_input.thread_id,
             run_id=run_input.run_id,
+            upstream_url=self._settings["upstream_url"],
             input=run_input.model_dump(mode="json", by_alias=True, exclude_none=True),
             config=self._settings,
         )
@@ -153,7 +160,7 @@ class RunRecord:
             "request",
             exchange=exchange,
             method=request.method,
-            url=str(request.url),
+            url=shown_url(str(request.url)),
             headers=headers,
             body=body,
         )
