@@ -75,8 +75,9 @@ def get_time() -> str:
     return "12:00"
 
 
-#: get_time's result as the bridge sends it (TOOL_CALL_RESULT) and as it must come back upstream.
-SERVER_TIME = json.dumps(get_time())
+#: get_time's result as the bridge sends it (TOOL_CALL_RESULT: the string, not JSON text) and as
+#: it must come back upstream.
+SERVER_TIME = get_time()
 
 
 def test_copilotkit_example_in_chromium() -> None:

@@ -76,20 +76,28 @@ SERVER_TOOL_MODELS = (
 @pytest.mark.parametrize("client", CLIENT_LINES)
 def test_official_client_with_a_server_tool_and_a_frontend_tool(client: str) -> None:
     """One turn calls the bridge's get_time and the page's change_background: the client keeps
-    the server's result as a tool message, only the frontend call is left to the page, and the
-    follow-up run sends both results back (the server's byte for byte)."""
+    the server's result (the string, not JSON text) as a tool message, only the frontend call is
+    left to the page, and the follow-up run sends both results back (the server's byte for
+    byte), the same bytes upstream when the client keeps the server's result JSON-encoded."""
     with scripted_stack(tools=[get_time]) as stack:
         output = _client_run(
-            stack.bridge_url, SERVER_TOOL_MODELS, client, AGUI_SERVER_TOOL="get_time"
+            stack.bridge_url,
+            SERVER_TOOL_MODELS,
+            client,
+            AGUI_SERVER_TOOL="get_time",
+            AGUI_SERVER_RESULT=get_time(),
         )
         requests = list(stack.upstream_requests)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
     assert passed and int(passed.group(1)) == len(SERVER_TOOL_MODELS), output
-    # Per model: the mixed turn (ended with the frontend call pending), then the answer.
-    assert len(requests) == 2 * len(SERVER_TOOL_MODELS)
-    for request in requests[1::2]:
-        results = [m["content"] for m in _tool_messages(request)]
-        assert results[0] == '"12:00"', request["model"]
+    # Per model: the mixed turn (ended with the frontend call pending), the answer, and the
+    # answer again from a history holding the server's result JSON-encoded.
+    assert len(requests) == 3 * len(SERVER_TOOL_MODELS)
+    for at in range(0, len(requests), 3):
+        _, as_stored, encoded = requests[at : at + 3]
+        results = [m["content"] for m in _tool_messages(as_stored)]
+        assert results[0] == get_time(), as_stored["model"]
+        assert json.dumps(encoded) == json.dumps(as_stored), as_stored["model"]
 
 
 #: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.
