@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.responses import HTMLResponse, JSONResponse
+from starlette.routing import Mount, Route
 
 from bridge.cli import _config, _parser, main
 from bridge.doctor import HARMONY_REASONING, diagnose
@@ -454,3 +454,20 @@ def test_no_hint_when_the_url_has_its_version(
     assert report["failed_probe"]["code"] == "upstream_http_404"
     assert report["suggested_upstream_url"] is None
     assert "did you mean" not in report["failed_probe"]["message"]
+
+
+def test_a_web_page_for_a_models_list_is_told(capsys: pytest.CaptureFixture[str]) -> None:
+    """A base URL that is the server's site (a page for every path), its API under /v1."""
+
+    async def page(request: Request) -> HTMLResponse:
+        return HTMLResponse("<!doctype html><title>chat</title>")
+
+    app = Starlette(routes=[Route("/models", page), Mount("/", app=create_scripted_upstream())])
+    with serve(app) as url:
+        assert main(["doctor", "--upstream-url", url, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["usable"] is False and report["serve_command"] is None
+    assert report["warnings"] == [
+        f"GET /models answered HTTP 200 with no models list (text/html): is {url} the API's "
+        f"base URL? did you mean --upstream-url {url}/v1?"
+    ]

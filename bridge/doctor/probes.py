@@ -27,7 +27,7 @@ from bridge.core.errors import (
     UpstreamTimeoutError,
 )
 from bridge.core.translate import DONE
-from bridge.core.upstream_url import shown_url
+from bridge.core.upstream_url import shown_url, upstream_url_hint
 from bridge.doctor.findings import DEFAULT_KEY_ENV, PROBE_TOOL, Answer, finish, key_refused
 from bridge.serve.request import build_chat_request, build_responses_request
 from bridge.serve.upstream import UpstreamClient
@@ -81,9 +81,11 @@ async def diagnose(
         report["model"] = chosen = model or (models[0] if models else None)
         if _unreachable(listing.error):
             return finish(report, models, None, warnings, [listing], key_env=api_key_env)
+        if listing.ok and not _is_model_list(listed.data):
+            warnings.append(_not_a_model_list(report["upstream"], listed))
+        elif listing.ok and chosen is None:
+            warnings.append("no --model given and the upstream lists no models: name one")
         if chosen is None:
-            if listing.ok:
-                warnings.append("no --model given and the upstream lists no models: name one")
             return finish(report, models, None, warnings, [listing], key_env=api_key_env)
         config = _config(upstream_url, chosen, api_key)
         props = await client.llama_cpp_props()
@@ -232,6 +234,22 @@ async def _get(http: httpx.AsyncClient, url: str) -> _Get:
     except ValueError:
         data = None
     return _Get(response.status_code, response.headers, data)
+
+
+def _is_model_list(data: Any) -> bool:
+    return isinstance(data, dict) and any(
+        isinstance(data.get(key), list) for key in ("data", "models")
+    )
+
+
+def _not_a_model_list(upstream: str, listed: _Get) -> str:
+    """A web page, say: a base URL that is the server's site, not its API."""
+    kind = listed.headers.get("content-type", "").split(";")[0] or "no content type"
+    hint = upstream_url_hint(upstream)
+    return (
+        f"GET /models answered HTTP {listed.status} with no models list ({kind}): is "
+        f"{upstream} the API's base URL?" + (f" {hint}" if hint else "")
+    )
 
 
 def _entries(data: Any) -> list[dict[str, Any]]:
