@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from node_tools import npm_install, require, require_chromium, require_node, run
-from servers import ASK_TOOLS, Stack, free_port, scripted_stack
+from servers import ASK_TOOLS, free_port, scripted_stack
 
 WHY = "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium"
 
@@ -94,7 +94,7 @@ def test_copilotkit_example_in_chromium() -> None:
         scripted_stack(
             cors_origins=(app_origin,), reasoning_scope="all", tools=[get_time]
         ) as stack,
-        _example_server(stack, app_port),
+        _example_server(stack.bridge_url, app_port),
     ):
         env = {
             **os.environ,
@@ -237,17 +237,32 @@ def _roles(request: dict[str, Any]) -> list[str]:
     return [m["role"] for m in request["messages"] if m["role"] not in ("system", "developer")]
 
 
+#: What turns CopilotKit's usage telemetry off (its runtime reads either).
+_TELEMETRY_VARIABLES = ("COPILOTKIT_TELEMETRY_DISABLED", "DO_NOT_TRACK")
+
+
+def test_the_example_keeps_copilotkits_telemetry_off_unless_told() -> None:
+    """`npm start` (server.mjs) with nothing set reports telemetry off; set to false, on."""
+    require_node(WHY)
+    _build_example()
+    for settings, disabled in (({}, True), ({"COPILOTKIT_TELEMETRY_DISABLED": "false"}, False)):
+        port = free_port()
+        with _example_server("http://127.0.0.1:9", port, **settings):
+            info = httpx.get(f"http://127.0.0.1:{port}/api/copilotkit/info", timeout=10).json()
+        assert info["telemetryDisabled"] is disabled, settings
+
+
 @contextmanager
-def _example_server(stack: Stack, port: int) -> Iterator[None]:
+def _example_server(bridge_url: str, port: int, **settings: str) -> Iterator[None]:
     """The example's server (``server.mjs``, what ``npm start`` runs) on ``port``, its agent the
-    stack's bridge."""
+    bridge at ``bridge_url``, with ``settings`` in its environment. CopilotKit's telemetry
+    variables are left as the example sets them (off) unless ``settings`` names them."""
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in _TELEMETRY_VARIABLES},
         "PORT": str(port),
         "HOST": "127.0.0.1",
-        "AGUI_BRIDGE_URL": f"{stack.bridge_url}/",
-        # The runtime reports usage to CopilotKit unless told not to; tests reach no one.
-        "COPILOTKIT_TELEMETRY_DISABLED": "true",
+        "AGUI_BRIDGE_URL": f"{bridge_url}/",
+        **settings,
     }
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with (ARTIFACTS / "copilotkit-server.log").open("w+b") as log:
