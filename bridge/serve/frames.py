@@ -146,7 +146,10 @@ class FrameWriter:
         text = self._texts.get(key)
         if text is None:
             text = self._texts[key] = redactor.stream()
-        delta = text.feed(event.delta)  # type: ignore[attr-defined]
+        given: str = event.delta  # type: ignore[attr-defined]
+        delta = text.feed(given)
+        if delta == given:  # the common case: nothing held, nothing found
+            return encode_event(event)
         if not delta:  # all of it held back for now: an empty delta is not a valid event
             return ""
         return encode_event(event.model_copy(update={"delta": delta}))

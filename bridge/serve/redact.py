@@ -94,8 +94,11 @@ class Redactor:
         follows: an end that may begin a secret, or a secret that may go on."""
         if self._scan is None:
             return text, ""
+        held = self.held_suffix(text)
+        if self._scan.search(text) is None:  # the common case, a token of words: one scan
+            return (text[:-held], text[-held:]) if held else (text, "")
         spans = self._spans(text)
-        ready = len(text) - self.held_suffix(text)
+        ready = len(text) - held
         if spans and spans[-1][1] > ready:  # only the last span can reach past where we stop
             ready = min(ready, spans[-1][0])
             spans = spans[:-1]
@@ -105,9 +108,10 @@ class Redactor:
         """How many characters at the end of ``text`` may be the start of a secret that the
         next text completes (0 when none): a stream holds them back until it knows."""
         prefixes = self._prefixes
-        for size in range(min(self._longest_prefix, len(text)), 0, -1):
-            if text[-size:] in prefixes:
-                return size
+        tail = text[-self._longest_prefix :] if self._longest_prefix else ""
+        for start in range(len(tail)):
+            if tail[start:] in prefixes:
+                return len(tail) - start
         return 0
 
     def stream(self) -> StreamRedactor:
