@@ -25,6 +25,7 @@ from bridge import __version__
 from bridge.cli_options import add_translate_options, mcp_servers
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
+from bridge.core.upstream_url import shown_url
 from bridge.demo_tools import DEMO_TOOLS
 from bridge.doctor import DEFAULT_KEY_ENV, diagnose, redacted_output
 from bridge.replay import load_recording, replay_summary, serve_replay
@@ -266,7 +267,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     listener = _listen(args.host, args.port)
     page = _web_demo() if args.web_demo else None
-    return _run_agent(args, listener, create_app(config), [], f"-> {config.upstream_url}", page)
+    note = f"-> {shown_url(config.upstream_url)}"
+    return _run_agent(args, listener, create_app(config), [], note, page)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -352,10 +354,11 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     recording = load_recording(args.directory)
-    port = args.port or _free_port(args.host)
+    listener = _listen(args.host, args.port)
+    port = listener.getsockname()[1]
     for line in replay_summary(recording, f"http://{_display_host(args.host)}:{port}"):
         print(line, flush=True)
-    serve_replay(recording, host=args.host, port=port, speed=args.speed, log_level=args.log_level)
+    serve_replay(recording, listener=listener, speed=args.speed, log_level=args.log_level)
     return 0
 
 
@@ -381,12 +384,6 @@ async def _index(request: object) -> HTMLResponse:
         "<code>make demo</code> (or <code>npm ci &amp;&amp; npm run build</code> in "
         "<code>web-demo/</code>).</p>"
     )
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _display_host(host: str) -> str:

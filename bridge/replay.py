@@ -24,6 +24,7 @@ import base64
 import json
 import logging
 import shlex
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -348,9 +349,10 @@ def _serve_flags(config: dict[str, Any]) -> list[str]:
 
 
 def serve_replay(
-    recording: Recording, *, host: str, port: int, speed: float, log_level: str
+    recording: Recording, *, listener: socket.socket, speed: float, log_level: str
 ) -> None:
-    """Run the replay server with uvicorn until it is stopped (Ctrl-C)."""
+    """Run the replay server with uvicorn on ``listener`` until it is stopped (Ctrl-C)."""
+    host, port = listener.getsockname()[:2]
     config = uvicorn.Config(
         create_replay_app(recording, speed=speed),
         host=host,
@@ -359,4 +361,4 @@ def serve_replay(
         server_header=False,  # the recorded answers carry their own
         date_header=False,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[listener])

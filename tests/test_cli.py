@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import socket
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 import pytest
 
 import bridge
+from bridge.serve.record import FORMAT
 from servers import free_port
 
 #: Runs the command as ``python -m bridge``, with ``mcp`` made unimportable when asked.
@@ -43,10 +46,17 @@ def test_version_is_the_installed_distributions() -> None:
         ["demo"],
         ["serve", "--upstream-url", "http://127.0.0.1:9/v1", "--model", "m"],
         ["scripted-upstream"],
+        ["replay", "RECORDING"],
     ],
-    ids=["demo", "serve", "scripted-upstream"],
+    ids=["demo", "serve", "scripted-upstream", "replay"],
 )
-def test_a_port_in_use_is_one_line_naming_the_fix_before_anything_else(command: list[str]) -> None:
+def test_a_port_in_use_is_one_line_naming_the_fix_before_anything_else(
+    command: list[str], tmp_path: Path
+) -> None:
+    if "RECORDING" in command:  # a record of a run that asked nothing upstream
+        header = {"type": "run", "format": FORMAT, "t": 0.0, "config": {"model": "m"}}
+        (tmp_path / "run.jsonl").write_text(json.dumps(header) + "\n")
+        command = [part.replace("RECORDING", str(tmp_path)) for part in command]
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -115,3 +125,21 @@ def test_mcp_without_the_sdk_fails_reading_the_flags(command: list[str]) -> None
     assert "pip install 'agui-bridge[mcp]'" in lines[0]
     with pytest.raises(httpx.TransportError):  # it never listened
         httpx.get(f"http://127.0.0.1:{port}/agent/health", timeout=2)
+
+
+def test_serve_shows_its_upstream_without_credentials() -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "bridge", "serve", "--model", "m", "--port", "0",
+            "--upstream-url", "http://alice:s3cret-pass@127.0.0.1:9/v1?key=k-123",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+    assert "-> http://127.0.0.1:9/v1" in first
+    assert "s3cret" not in first and "alice" not in first and "k-123" not in first

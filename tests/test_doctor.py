@@ -1,5 +1,5 @@
 """``agui-bridge doctor``: against the scripted upstream in every dialect, against real llama.cpp
-exchanges (``shared/fixtures/llamacpp/``) served back by the replay server, and in the faults a
+exchanges (``tests/fixtures/llamacpp/``) served back by the replay server, and in the faults a
 user meets first (nothing listening, a key refused, an HTML 502 from a proxy)."""
 
 from __future__ import annotations
