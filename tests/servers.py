@@ -17,9 +17,9 @@ import uvicorn
 from starlette.applications import Starlette
 
 from agui_rules import check_frames, parse_body
+from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
-from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.serve.app import create_app
 
 

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Mount, Route
 
-from bridge.cli import _config, _parser, main
-from bridge.doctor import HARMONY_REASONING, diagnose
-from bridge.replay import create_replay_app, load_recording
-from bridge.scripted import SCRIPTED_MODELS, create_scripted_upstream
+from bridge.cli.command import _config, _parser, main
+from bridge.cli.demo import SCRIPTED_MODELS, create_scripted_upstream
+from bridge.cli.doctor import HARMONY_REASONING, diagnose
+from bridge.cli.replay import create_replay_app, load_recording
 from bridge.serve.record import FORMAT
 from faulty_upstream import fault_model, faulty_upstream, refusing_upstream
 from helpers import FIXTURES

@@ -16,7 +16,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from bridge.scripted import SCRIPTED_MODELS
+from bridge.cli.demo import SCRIPTED_MODELS
 from bridge.serve.app import create_app, mount
 from servers import (
     ASK_TOOLS,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from agui_rules import check_frames, parse_body
-from bridge.scripted import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
+from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
 from examples import fastapi_app, starlette_app
 from servers import serve
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bridge.scripted import SCRIPTED_MODELS
-from bridge.scripted.dialects import generate
-from bridge.scripted.script import write_script
+from bridge.cli.demo import SCRIPTED_MODELS
+from bridge.cli.demo.dialects import generate
+from bridge.cli.demo.script import write_script
 from servers import Stack, messages_from, post, run_input, scripted_stack
 
 PROMPT = "Please interleave your thinking."

@@ -194,7 +194,7 @@ def test_server_names_that_would_make_bad_tool_names_are_refused(name: str) -> N
 
 
 def test_the_fastapi_example_runs_its_python_tools_and_the_mcp_example() -> None:
-    from bridge.scripted import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
+    from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
     from examples import fastapi_tools_app
     from servers import serve
 

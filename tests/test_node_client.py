@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge.scripted import SCRIPTED_MODELS
-from bridge.scripted.responses import chat_request, encrypt
-from bridge.scripted.script import write_script
+from bridge.cli.demo import SCRIPTED_MODELS
+from bridge.cli.demo.responses import chat_request, encrypt
+from bridge.cli.demo.script import write_script
 from node_tools import require, run
 from servers import scripted_stack
 

@@ -26,10 +26,10 @@ from starlette.routing import Mount
 
 import bridge
 from agui_rules import check_frames, parse_body
-from bridge.cli import _parser
+from bridge.cli.command import _parser
+from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.cli.replay import create_replay_app, load_recording, replay_summary, serve_command
 from bridge.config import BridgeConfig
-from bridge.replay import create_replay_app, load_recording, replay_summary, serve_command
-from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.serve.app import create_app
 from bridge.serve.record import FORMAT
 from faulty_upstream import fault_model, faulty_upstream
@@ -245,7 +245,7 @@ def test_the_replay_command_serves_a_recording(tmp_path: Path) -> None:
 
 
 def test_serve_record_flag_maps_onto_the_config(tmp_path: Path) -> None:
-    from bridge.cli import _config, _parser
+    from bridge.cli.command import _config, _parser
 
     flags = ["--upstream-url", "http://127.0.0.1:8080/v1", "--model", "m"]
     args = _parser().parse_args(["serve", *flags, "--record", str(tmp_path)])

@@ -16,8 +16,8 @@ import uvicorn
 from httpx_sse import connect_sse
 from starlette.applications import Starlette
 
-from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
-from bridge.scripted.dialects import THINK_TAG_TEXT
+from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.cli.demo.dialects import THINK_TAG_TEXT
 
 WEATHER_TOOL = {
     "type": "function",

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from pydantic import BaseModel, Field
 
+from bridge.cli.demo import SCRIPTED_MODELS
 from bridge.config import BridgeConfig
-from bridge.scripted import SCRIPTED_MODELS
 from bridge.serve.app import create_app
 from bridge.serve.tools import python_tool, result_text
 from servers import (

@@ -176,7 +176,7 @@ def _wait_for(port: int) -> None:
 
 
 def test_help_explains_every_option() -> None:
-    from bridge.cli import _parser
+    from bridge.cli.command import _parser
 
     parser = _parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]

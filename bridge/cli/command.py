@@ -22,14 +22,14 @@ from starlette.staticfiles import StaticFiles
 
 import bridge
 from bridge import __version__
-from bridge.cli_options import add_translate_options, mcp_servers
+from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.cli.demo.tools import DEMO_TOOLS
+from bridge.cli.doctor import DEFAULT_KEY_ENV, diagnose, redacted_output
+from bridge.cli.options import add_translate_options, mcp_servers
+from bridge.cli.replay import load_recording, replay_summary, serve_replay
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
 from bridge.core.upstream_url import shown_url
-from bridge.demo_tools import DEMO_TOOLS
-from bridge.doctor import DEFAULT_KEY_ENV, diagnose, redacted_output
-from bridge.replay import load_recording, replay_summary, serve_replay
-from bridge.scripted import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.serve.app import Bridge, create_app, mount
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.

@@ -26,7 +26,7 @@ seconds since the run began (monotonic clock):
 
 Every line goes through the bridge's ``Redactor``: the key is not in the record even when the
 upstream quoted it back; no URL in it holds credentials (``user:password@``) or a query.
-``agui-bridge replay DIR`` serves the recorded answers again (``bridge/replay.py``).
+``agui-bridge replay DIR`` serves the recorded answers again (``bridge/cli/replay.py``).
 
 The recording is a wrapping ``httpx`` transport plus a hook where frames are written, so the
 upstream client itself knows nothing of it. A context variable names the run being recorded: the

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.scripted import text_calls
-from bridge.scripted.script import Script, ScriptedToolCall
+from bridge.cli.demo import text_calls
+from bridge.cli.demo.script import Script, ScriptedToolCall
 
 REASONING_CONTENT = "scripted-reasoning-content"
 REASONING = "scripted-reasoning"

@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.scripted.dialects import PLAIN, REASONING
-from bridge.scripted.script import Script, count_prompt_tokens, write_script
+from bridge.cli.demo.dialects import PLAIN, REASONING
+from bridge.cli.demo.script import Script, count_prompt_tokens, write_script
 
 _SENTENCE = re.compile(r"(?<=\.)\s+(?=[A-Z])")  # "…lightblue). The calls…" (not in quotes)
 

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from bridge.scripted.dialects import (
+from bridge.cli.demo.dialects import (
     DEFAULT_SCRIPTED_MODEL,
     SCRIPTED_MODELS,
     Envelope,
@@ -28,8 +28,8 @@ from bridge.scripted.dialects import (
     generate,
     stream_chunks,
 )
-from bridge.scripted.responses import response_events, response_object
-from bridge.scripted.script import count_prompt_tokens, write_script
+from bridge.cli.demo.responses import response_events, response_object
+from bridge.cli.demo.script import count_prompt_tokens, write_script
 
 PACE_HEADER = "x-scripted-pace"
 _STARTED = int(time.time())

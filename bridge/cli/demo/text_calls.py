@@ -7,8 +7,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bridge.cli.demo.script import ScriptedToolCall
 from bridge.core.text_tools.sections import DEEPSEEK_V3
-from bridge.scripted.script import ScriptedToolCall
 
 Layout = Callable[[Sequence[ScriptedToolCall]], list[str]]
 

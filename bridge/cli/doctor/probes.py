@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 from ag_ui.core import RunAgentInput
 
+from bridge.cli.doctor.findings import DEFAULT_KEY_ENV, PROBE_TOOL, Answer, finish, key_refused
 from bridge.config import BridgeConfig
 from bridge.core.errors import (
     BridgeError,
@@ -28,7 +29,6 @@ from bridge.core.errors import (
 )
 from bridge.core.translate import DONE
 from bridge.core.upstream_url import shown_url, upstream_url_hint
-from bridge.doctor.findings import DEFAULT_KEY_ENV, PROBE_TOOL, Answer, finish, key_refused
 from bridge.serve.request import build_chat_request, build_responses_request
 from bridge.serve.upstream import UpstreamClient
 
