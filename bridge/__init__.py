@@ -1,15 +1,13 @@
 """agui-bridge: OpenAI-compatible model servers → AG-UI events, live and lossless.
 
-Code map (three layers; an import-linter contract keeps each above the next):
+Code map (the layers, each using only those below it; an import-linter contract holds them):
 
-- ``bridge/core/``: the pure pipeline, no I/O: decode (Chat Completions, Responses API) → parts
-  → filters (reasoning tags; ``core/text_tools/``: tool calls written as text) → emitter → events.
-- ``bridge/serve/``: HTTP in and out: the ASGI app, one run's lifecycle (with its rounds of
-  server-side tools: Python functions, MCP servers), the upstream request and history, the
-  upstream client, the SSE response and the frame boundary (protocol, redaction).
-- ``bridge/cli.py`` (+ ``cli_options.py``), ``bridge/scripted/`` (the demo's upstream),
-  ``bridge/doctor/`` (``agui-bridge doctor``) and ``bridge/replay.py`` (recorded runs served
-  again; ``serve/record.py`` records them) on top; ``bridge/config.py`` is shared.
+=========================  ====================================================================
+``bridge/core/``           the pure pipeline, no I/O: decode → parts → filters → emitter → events
+``bridge/config.py``       ``BridgeConfig``, shared by the layers above
+``bridge/serve/``          HTTP in and out: the ASGI app, one run, the upstream client, frames
+``bridge/cli/``            the command: ``agui-bridge``, the demo's upstream, doctor, replay
+=========================  ====================================================================
 
 The library face: ``translate_chat_stream`` and friends (the core, importable without the
 serving stack), and ``create_app``, ``mount``, ``BridgeConfig`` (loaded on first use).

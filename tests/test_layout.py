@@ -1,6 +1,7 @@
-"""Issue 14: the layout's promises. Every documented import works without a warning; every module
-path of before the core/serve layout still imports, with a DeprecationWarning, as the moved
-module itself. (The layers themselves are held by import-linter in ``make lint``.)
+"""The layout's promises: every documented import works without a warning, the core alone loads
+no serving stack, the package root holds only the folders of the layers and the public face, and
+the module paths of before (forwarding files kept "for one release") are gone. (The layers
+themselves are held by import-linter in ``make lint``.)
 
 Each check runs in a fresh interpreter: the test process has imported everything already.
 """
@@ -9,51 +10,41 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from bridge._moved import alias
+PACKAGE = Path(__file__).resolve().parents[1] / "bridge"
 
 DOCUMENTED = [
     "import bridge",
-    "from bridge import BridgeConfig, create_app, mount",
+    "from bridge import BridgeConfig, create_app, mount, __version__",
     "from bridge import TranslateOptions, translate_chat_stream, atranslate_chat_stream",
     "from bridge import DONE, ChatStreamTranslator, TurnOutcome, ReasoningTagFilter",
     "from bridge import BridgeError, UpstreamHTTPError, KNOWN_REASONING_TAGS",
     "from bridge.app import create_app, mount",
     "from bridge.config import BridgeConfig",
-    "from bridge.scripted import create_scripted_upstream, SCRIPTED_MODELS",
     "from bridge.cli import main",
+    "from bridge.cli.demo import create_scripted_upstream, SCRIPTED_MODELS",
     "from bridge.core.text_tools import TextToolCalls, TEXT_TOOL_FORMATS, FORMAT_ALIASES",
 ]
 
-#: The old module paths and where they went.
-MOVED = {
-    "bridge.parts": "bridge.core.parts",
-    "bridge.decode": "bridge.core.decode",
-    "bridge.decode_responses": "bridge.core.decode_responses",
-    "bridge.reasoning_tags": "bridge.core.reasoning_tags",
-    "bridge.markers": "bridge.core.markers",
-    "bridge.emitter": "bridge.core.emitter",
-    "bridge.encode": "bridge.core.encode",
-    "bridge.usage": "bridge.core.usage",
-    "bridge.errors": "bridge.core.errors",
-    "bridge.translate": "bridge.core.translate",
-    "bridge.text_tools": "bridge.core.text_tools.filter",
-    "bridge.text_tool_formats": "bridge.core.text_tools.formats",
-    "bridge.text_tool_call": "bridge.core.text_tools.call",
-    "bridge.json_call": "bridge.core.text_tools.json_call",
-    "bridge.text_tool_xml": "bridge.core.text_tools.xml_tags",
-    "bridge.text_tool_pythonic": "bridge.core.text_tools.pythonic",
-    "bridge.text_tool_sections": "bridge.core.text_tools.sections",
-    "bridge.text_tool_harmony": "bridge.core.text_tools.harmony",
-    "bridge.run": "bridge.serve.run",
-    "bridge.stream": "bridge.serve.stream",
-    "bridge.upstream": "bridge.serve.upstream",
-    "bridge.sse": "bridge.serve.sse",
-    "bridge.request": "bridge.serve.request",
-    "bridge.history": "bridge.serve.history",
-}
+#: What the package root holds: a folder per layer, the shared config, the public face, and
+#: what the build adds (the built demo page, git-ignored; ``py.typed`` for type checkers).
+ROOT_ENTRIES = {
+    "core", "serve", "cli", "config.py", "app.py", "__init__.py", "__main__.py", "web", "py.typed",
+}  # fmt: skip
+
+#: Module paths that were forwarding files or moved into ``bridge/cli/``: none may import.
+REMOVED = [
+    "bridge._moved", "bridge.parts", "bridge.decode", "bridge.decode_responses",
+    "bridge.reasoning_tags", "bridge.markers", "bridge.emitter", "bridge.encode", "bridge.usage",
+    "bridge.errors", "bridge.translate", "bridge.text_tools", "bridge.text_tool_formats",
+    "bridge.text_tool_call", "bridge.json_call", "bridge.text_tool_xml", "bridge.text_tool_pythonic",
+    "bridge.text_tool_sections", "bridge.text_tool_harmony", "bridge.run", "bridge.stream",
+    "bridge.upstream", "bridge.sse", "bridge.request", "bridge.history", "bridge.cli_options",
+    "bridge.scripted", "bridge.demo_tools", "bridge.doctor", "bridge.replay",
+]  # fmt: skip
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
@@ -76,38 +67,25 @@ def test_the_core_alone_loads_no_serving_stack() -> None:
     assert _python(code).stdout.strip() == "[]"
 
 
-def test_every_old_path_still_imports_with_a_deprecation_warning() -> None:
+def test_the_package_root_holds_the_layers_and_the_public_face_only() -> None:
+    entries = {path.name for path in PACKAGE.iterdir() if path.name != "__pycache__"}
+    assert entries <= ROOT_ENTRIES, sorted(entries - ROOT_ENTRIES)
+    assert {"core", "serve", "cli", "config.py", "app.py", "__init__.py"} <= entries
+
+
+def test_the_old_paths_are_gone() -> None:
     code = "\n".join(
         [
-            "import importlib, warnings",
-            "failures = []",
-            f"for old, new in {MOVED!r}.items():",
-            "    with warnings.catch_warnings(record=True) as caught:",
-            "        warnings.simplefilter('always')",
-            "        module = importlib.import_module(old)",
-            "    if module is not importlib.import_module(new):",
-            "        failures.append(f'{old} is not {new}')",
-            "    if not any(w.category is DeprecationWarning and new in str(w.message)",
-            "               for w in caught):",
-            "        failures.append(f'{old}: no DeprecationWarning naming {new}')",
-            "print(failures)",
+            "import importlib",
+            "found = []",
+            f"for old in {REMOVED!r}:",
+            "    try:",
+            "        importlib.import_module(old)",
+            "    except ModuleNotFoundError:",
+            "        continue",
+            "    found.append(old)",
+            "print(found)",
         ]
     )
     done = _python(code)
     assert done.stdout.strip() == "[]", done.stderr
-
-
-def test_a_moved_path_keeps_private_names_and_patches() -> None:
-    # Code that patched bridge.upstream._MODELS_TTL must still reach the real module.
-    code = (
-        "import warnings; warnings.simplefilter('ignore')\n"
-        "import bridge.upstream as old, bridge.serve.upstream as new\n"
-        "old._MODELS_TTL = 1.5; print(new._MODELS_TTL)"
-    )
-    assert _python(code).stdout.strip() == "1.5"
-
-
-def test_alias_warns_in_this_process_too() -> None:
-    with pytest.warns(DeprecationWarning, match="bridge.serve.sse"):
-        alias("bridge._test_alias", "bridge.serve.sse")
-    del sys.modules["bridge._test_alias"]

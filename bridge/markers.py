@@ -1,5 +1,0 @@
-"""Moved to ``bridge.core.markers`` (deprecated path, kept for one release)."""
-
-from bridge._moved import alias
-
-alias(__name__, "bridge.core.markers")
