@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml
 lint: $(STAMP) $(WEB_DEMO_DEPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/lint-imports  # the layers: cli/scripted → serve → config → core; the core does no I/O
+	$(BIN)/lint-imports  # the layers: cli → serve → config → core; the core does no I/O
 	cd web-demo && npm run typecheck
 
 typecheck: $(STAMP)
