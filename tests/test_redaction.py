@@ -21,7 +21,13 @@ from starlette.routing import Route
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
 from bridge.serve.app import create_app
-from bridge.serve.redact import MASK, Redactor
+from bridge.serve.redact import (
+    MASK,
+    Redactor,
+    install_log_redaction,
+    redact_new_loggers,
+    shown_target,
+)
 from bridge.serve.sse import chunk_from_sse
 from servers import run_input, serve
 
@@ -229,3 +235,31 @@ def test_redactor_without_secrets_is_identity() -> None:
 def test_short_secret_whole_only() -> None:
     redact = Redactor(["abc12"]).redact
     assert redact("x abc12 y abc1") == f"x {MASK} y abc1"
+
+
+@pytest.mark.parametrize(
+    ("target", "shown"),
+    [
+        ("https://user:pw@mcp.example:9000/mcp?token=abc&x=1", f"https://mcp.example:9000/mcp?token={MASK}&x={MASK}"),
+        ("python server.py --token abc --api-key=xyz --verbose", f"python server.py --token {MASK} --api-key={MASK} --verbose"),
+        ("node srv.js --db postgres://u:p@db/x", "node srv.js --db postgres://db/x"),
+        ("npx -y @modelcontextprotocol/server-github", "npx -y @modelcontextprotocol/server-github"),
+        ("http://127.0.0.1:9000/mcp", "http://127.0.0.1:9000/mcp"),
+    ],
+)  # fmt: skip
+def test_mcp_targets_are_shown_without_credentials(target: str, shown: str) -> None:
+    assert shown_target(target) == shown
+
+
+def test_the_mcp_sdks_loggers_are_redacted_too(caplog: pytest.LogCaptureFixture) -> None:
+    redactor = Redactor(["sk-log-family-0123456789"])
+    install_log_redaction(redactor)
+    # The SDK's loggers exist once its modules are imported, after the redaction was installed.
+    for name in ("mcp.client.stdio", "mcp.client.later_module"):
+        logging.getLogger(name)
+    redact_new_loggers()
+    with caplog.at_level(logging.INFO):
+        for name in ("mcp.client.stdio", "client", "agui_bridge", "mcp.client.later_module"):
+            logging.getLogger(name).warning("server said sk-log-family-0123456789 on %s", name)
+    assert "sk-log-family" not in caplog.text
+    assert caplog.text.count(MASK) == 4

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 #: A piece of a secret this long is a secret: the key's prefix (``sk-proj-``) is 8, and a
 #: masked form (``sk-abc*****wxyz``) shows less than that on each side.
@@ -199,17 +199,72 @@ class _RedactingFilter(logging.Filter):
 
 
 _LOG_FILTER = _RedactingFilter()
-#: The loggers that may carry an upstream's words: ours, and uvicorn's error log (tracebacks).
-_LOGGERS = ("agui_bridge", "uvicorn.error")
+#: The loggers that may carry an upstream's or a tool server's words: ours, uvicorn's error log
+#: (tracebacks), and the MCP SDK's (``mcp.*``; its client session logs as ``client``). A
+#: logger's filter sees only the records made on that very logger, so each is named.
+_LOGGERS = ("agui_bridge", "uvicorn.error", "client")
+_LOGGER_FAMILIES = ("agui_bridge", "mcp")
 
 
 def install_log_redaction(redactor: Redactor) -> None:
-    """Redact ``redactor``'s secrets from every record of the bridge's and uvicorn's loggers,
-    for the rest of the process (an app's secrets can be in its log until the process ends)."""
+    """Redact ``redactor``'s secrets from every record of the bridge's, uvicorn's and the MCP
+    SDK's loggers, for the rest of the process (an app's secrets can be in its log until the
+    process ends). Loggers made later (the MCP SDK's, imported when its servers start) are
+    covered by calling ``redact_new_loggers()`` once they exist."""
     if not redactor or redactor in _LOG_FILTER.redactors:
         return
     _LOG_FILTER.redactors.append(redactor)
-    for name in _LOGGERS:
+    redact_new_loggers()
+
+
+def redact_new_loggers() -> None:
+    """Put the redacting filter on every logger of the families that exists by now."""
+    names = set(_LOGGERS)
+    for name in list(logging.Logger.manager.loggerDict):
+        if name.split(".", 1)[0] in _LOGGER_FAMILIES:
+            names.add(name)
+    for name in names:
         logger = logging.getLogger(name)
         if _LOG_FILTER not in logger.filters:
             logger.addFilter(_LOG_FILTER)
+
+
+#: Command-line flags whose value is a credential (``--token X``, ``--api-key=X``).
+_SECRET_FLAG = re.compile(
+    r"^(--?[\w-]*(?:token|key|secret|password|passwd|auth|credential)[\w-]*)(=.*)?$",
+    re.IGNORECASE,
+)
+
+
+def shown_target(target: str) -> str:
+    """An MCP server's URL or command line as logs and records show it: URLs without their
+    user name, password and query values; a credential flag's value masked
+    (``--token X`` → ``--token [redacted]``)."""
+    words = target.split(" ")
+    shown: list[str] = []
+    mask_next = False
+    for word in words:
+        if mask_next and word:
+            shown.append(MASK)
+            mask_next = False
+            continue
+        flag = _SECRET_FLAG.match(word)
+        if flag:
+            shown.append(f"{flag.group(1)}={MASK}" if flag.group(2) else word)
+            mask_next = flag.group(2) is None
+            continue
+        shown.append(_shown_url_in(word))
+    return " ".join(shown)
+
+
+def _shown_url_in(word: str) -> str:
+    scheme, sep, _ = word.partition("://")
+    if not sep or not scheme.isalpha():
+        return word
+    parts = urlsplit(word)
+    netloc = parts.netloc.rpartition("@")[2]
+    query = "&".join(
+        f"{name}={MASK}" if value else name
+        for name, _, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
