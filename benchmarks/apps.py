@@ -43,6 +43,7 @@ UPSTREAM_URL_ENV = "BENCH_UPSTREAM_URL"
 MAX_RUNS_ENV = "BENCH_MAX_RUNS"
 PROFILE_OUT_ENV = "BENCH_PROFILE_OUT"
 TRANSPORT_ENV = "BENCH_UPSTREAM_TRANSPORT"  # the bridge's --upstream-transport
+API_KEY_ENV = "BENCH_API_KEY"  # a key for the bridge: every event it sends is redacted of it
 MODEL = "bench-model-8b"
 VARIANTS = ("content", "mixed")
 #: The fast upstream's default write size: in blocks of frames it is never what limits the
@@ -218,6 +219,7 @@ def bridge() -> Starlette:
         model=MODEL,
         max_concurrent_runs=int(os.environ.get(MAX_RUNS_ENV, "512")),
         upstream_transport=os.environ.get(TRANSPORT_ENV, "aiohttp"),  # type: ignore[arg-type]
+        api_key=os.environ.get(API_KEY_ENV) or None,
     )
     return create_app(config)
 

@@ -5,7 +5,8 @@ S streams (``--streams``, default 50, 200, 500 and 1000) at ``--rate`` tokens/s 
 into every token's text. The client (one process, ``raw_http.post_raw``) notes when each token
 arrives: receive time minus send time is the token's latency (one machine, one clock), through
 the bridge (``bridge``: its default aiohttp transport; ``bridge-httpx``: ``--upstream-transport
-httpx``, the transport before issue 15) and, as the baseline, through the pass-through proxy
+httpx``, the transport before issue 15; ``bridge-key``: with an upstream key configured, so
+every delta is redacted of it on its way out) and, as the baseline, through the pass-through proxy
 (Starlette over httpx ``aiter_raw``, nothing parsed); ``direct`` reads the upstream
 itself (the floor of this setup: two processes and the machine's scheduling). Streams open
 spread over ``--ramp`` seconds and all end together; latencies count for tokens sent in the
@@ -52,6 +53,9 @@ STREAM_GRACE_S = 120.0  # beyond its own length, how long a stream may lag befor
 
 # From the performance issues; printed next to the figures, never asserted.
 TARGET_LEVEL = 500
+#: The key ``bridge-key`` holds: the model's every delta is redacted of it on the way out.
+BENCH_KEY = "sk-proj-Zq8vT2mW9xL4nB7cR1pK6hY3jD5fG0sA"
+
 TARGET_P99_MS = 50.0
 TARGET_KIB_PER_STREAM = 64
 TARGET_US_PER_TOKEN = 100.0
@@ -62,6 +66,7 @@ _KEEP = len(apps.TIMESTAMP_PREFIX) + 18  # a tail that may hold the start of a s
 _ENDS = {
     "bridge": b"RUN_FINISHED",
     "bridge-httpx": b"RUN_FINISHED",
+    "bridge-key": b"RUN_FINISHED",
     "proxy": b"[DONE]",
     "direct": b"[DONE]",
 }
@@ -221,14 +226,21 @@ def measure(
         upstream = Spec(factory="upstream")
         env = {apps.UPSTREAM_URL_ENV: upstream.url, apps.MAX_RUNS_ENV: str(streams + 16)}
         httpx_env = {**env, apps.TRANSPORT_ENV: "httpx"}
+        key_env = {**env, apps.API_KEY_ENV: BENCH_KEY}
         specs = (
             upstream,
             Spec(factory="bridge", env=env),
             Spec(factory="bridge", env=httpx_env),
+            Spec(factory="bridge", env=key_env),
             Spec(factory="proxy", env=env),
         )
-        with harness.serve(*specs, stack=stack) as (upstream_server, bridge, old, proxy):
-            paths = [("bridge", bridge), ("bridge-httpx", old), ("proxy", proxy)]
+        with harness.serve(*specs, stack=stack) as (upstream_server, bridge, old, keyed, proxy):
+            paths = [
+                ("bridge", bridge),
+                ("bridge-httpx", old),
+                ("bridge-key", keyed),
+                ("proxy", proxy),
+            ]
             for path, server in [*paths, ("direct", upstream_server)]:
                 level = _level(path, server, upstream_server, streams, rate, duration, ramp)
                 results.append(harness.run_client(level))
