@@ -31,26 +31,39 @@ from ag_ui.core import (
 
 
 class Transcript:
-    """Feed it every event of a run (``add``); ``messages`` is what the client now holds."""
+    """Feed it every event of a run (``add``); ``messages`` is what the client now holds.
+
+    Texts arrive a token at a time: the deltas of each are collected and joined once, when the
+    messages or calls are read (before each request of the tool loop), so folding a turn is
+    linear in its length (``+=`` on a model's field copied the whole text for every delta)."""
 
     def __init__(self) -> None:
-        self.messages: list[Message] = []
+        self._messages: list[Message] = []
         self._by_id: dict[str, Message] = {}
         self._calls: dict[str, ToolCall] = {}
+        #: The texts with deltas not joined yet, by the id() of the model that holds each:
+        #: (that model, the text's field, the text so far and the deltas since).
+        self._unjoined: dict[int, tuple[Message | FunctionCall, str, list[str]]] = {}
+
+    @property
+    def messages(self) -> list[Message]:
+        self._join()
+        return self._messages
 
     def add(self, events: Iterable[BaseEvent]) -> None:
         for event in events:
-            if isinstance(event, TextMessageStartEvent):
-                self._assistant(event.message_id)
-            elif isinstance(event, TextMessageContentEvent):
-                message = self._assistant(event.message_id)
-                message.content = (message.content or "") + event.delta
-            elif isinstance(event, ReasoningMessageStartEvent):
-                self._append(ReasoningMessage(id=event.message_id, content=""))
+            if isinstance(event, TextMessageContentEvent):
+                self._fold(self._assistant(event.message_id), "content", event.delta)
             elif isinstance(event, ReasoningMessageContentEvent):
                 reasoning = self._by_id[event.message_id]
                 assert isinstance(reasoning, ReasoningMessage)
-                reasoning.content += event.delta
+                self._fold(reasoning, "content", event.delta)
+            elif isinstance(event, ToolCallArgsEvent):
+                self._fold(self._calls[event.tool_call_id].function, "arguments", event.delta)
+            elif isinstance(event, TextMessageStartEvent):
+                self._assistant(event.message_id)
+            elif isinstance(event, ReasoningMessageStartEvent):
+                self._append(ReasoningMessage(id=event.message_id, content=""))
             elif isinstance(event, ReasoningEncryptedValueEvent):
                 target = self._by_id.get(event.entity_id)
                 if isinstance(target, ReasoningMessage):
@@ -61,10 +74,10 @@ class Transcript:
                     id=event.tool_call_id,
                     function=FunctionCall(name=event.tool_call_name, arguments=""),
                 )
-                parent.tool_calls = [*(parent.tool_calls or []), call]
+                if parent.tool_calls is None:
+                    parent.tool_calls = []
+                parent.tool_calls.append(call)  # in place: a turn may hold thousands of calls
                 self._calls[call.id] = call
-            elif isinstance(event, ToolCallArgsEvent):
-                self._calls[event.tool_call_id].function.arguments += event.delta
             elif isinstance(event, ToolCallResultEvent):
                 self._append(
                     ToolMessage(
@@ -74,7 +87,19 @@ class Transcript:
 
     def calls(self, ids: Iterable[str]) -> list[ToolCall]:
         """The tool calls with these ids, whole (name and arguments)."""
+        self._join()
         return [self._calls[call_id] for call_id in ids]
+
+    def _fold(self, holder: Message | FunctionCall, field: str, delta: str) -> None:
+        entry = self._unjoined.get(id(holder))
+        if entry is None:
+            entry = self._unjoined[id(holder)] = (holder, field, [getattr(holder, field) or ""])
+        entry[2].append(delta)
+
+    def _join(self) -> None:
+        for holder, field, parts in self._unjoined.values():
+            setattr(holder, field, "".join(parts))
+        self._unjoined.clear()
 
     def _assistant(self, message_id: str) -> AssistantMessage:
         message = self._by_id.get(message_id)
@@ -84,5 +109,5 @@ class Transcript:
         return message
 
     def _append(self, message: Message) -> None:
-        self.messages.append(message)
+        self._messages.append(message)
         self._by_id[message.id] = message
