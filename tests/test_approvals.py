@@ -27,7 +27,6 @@ from bridge.serve.approvals import (
     TOKEN_PREFIX,
     InterruptExpiredError,
     InterruptInvalidError,
-    InterruptPayloadError,
     InterruptUnresolvedError,
     interrupt_for,
     iso_utc,
@@ -461,25 +460,35 @@ def test_a_late_approval_expired_a_late_cancel_accepted():
 
 
 @pytest.mark.parametrize(
-    "payload",
+    ("payload", "problem"),
     [
-        None,
-        {},
-        {"approved": "true"},
-        {"approved": 1},
-        {"approved": None},
-        {"status": "resolved"},  # CopilotKit's resolve() with no payload
-        ["approved"],
-        True,
-        {"approved": True, "editedArgs": []},
-        {"approved": True, "editedArgs": '{"to": "x"}'},
-        {"approved": False, "reason": 42},
+        (None, "no 'approved'"),
+        ({}, "no 'approved'"),
+        ({"approved": "true"}, "no 'approved'"),
+        ({"approved": 1}, "no 'approved'"),
+        ({"approved": None}, "no 'approved'"),
+        ({"status": "resolved"}, "no 'approved'"),  # CopilotKit's resolve() with no payload
+        (["approved"], "no 'approved'"),
+        (True, "no 'approved'"),
+        ({"approved": True, "editedArgs": []}, "'editedArgs'"),
+        ({"approved": True, "editedArgs": '{"to": "x"}'}, "'editedArgs'"),
+        ({"approved": True, "reason": 42}, "'reason'"),
     ],
 )
-def test_an_answer_off_the_schema_is_refused_never_guessed(payload: Any):
-    with pytest.raises(InterruptPayloadError) as caught:
-        read([entry(token_for(SEND), "resolved", payload)], [SEND])
-    assert caught.value.code == "interrupt_payload_invalid"
+def test_an_answer_off_the_schema_is_declined_never_guessed(payload: Any, problem: str):
+    (decision,) = read([entry(token_for(SEND), "resolved", payload)], [SEND])
+    assert decision.verdict == "declined"
+    assert decision.refusal is not None
+    assert decision.refusal.startswith("Not run: the user's answer was not an approval (")
+    assert problem in decision.refusal
+
+
+def test_a_decline_needs_no_well_formed_edits():
+    (decision,) = read(
+        [entry(token_for(SEND), "resolved", {"approved": False, "editedArgs": [], "reason": "no"})],
+        [SEND],
+    )
+    assert decision.refusal == "The user declined: no"
 
 
 def test_a_resume_as_clients_send_it():

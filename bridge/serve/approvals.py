@@ -95,13 +95,6 @@ class InterruptUnresolvedError(InterruptError):
     code = "interrupt_unresolved"
 
 
-class InterruptPayloadError(InterruptError):
-    """A ``resolved`` answer that is not ``{approved: boolean, editedArgs?: object,
-    reason?: string}`` (the interrupt's ``responseSchema``)."""
-
-    code = "interrupt_payload_invalid"
-
-
 def new_secret() -> bytes:
     """A random secret for a bridge started without one: interrupts then hold only in this
     process, and not across a restart."""
@@ -186,12 +179,14 @@ class Decision:
     answers an invalid edit with a tool error instead of running the tool). ``declined``
     (``approved: false``, with an optional ``reason``) and ``cancelled`` (the person left
     without deciding): not run; ``refusal`` is what the model reads as the call's result.
+    An answer off the schema is declined, with ``unreadable`` saying what was wrong with it.
     """
 
     call: ToolCall
     verdict: Literal["approved", "declined", "cancelled"]
     edited_args: dict[str, Any] | None = None
     reason: str | None = None
+    unreadable: str | None = None
 
     @property
     def arguments(self) -> str:
@@ -201,6 +196,8 @@ class Decision:
 
     @property
     def refusal(self) -> str | None:
+        if self.unreadable:
+            return f"Not run: the user's answer was not an approval ({self.unreadable})."
         if self.verdict == "declined":
             return f"The user declined: {self.reason}" if self.reason else "The user declined."
         if self.verdict == "cancelled":
@@ -255,22 +252,22 @@ def read_resume(
 
 
 def _decision(call: ToolCall, payload: Any) -> Decision:
-    """A ``resolved`` answer, held to the schema the interrupt announced. Nothing is
-    guessed: ``{"approved": "yes"}`` or ``editedArgs: []`` is refused, never approved."""
+    """A ``resolved`` answer, held to the schema the interrupt announced, and declined when
+    it is off it: ``{"approved": "yes"}`` or an approval whose ``editedArgs`` is not an
+    object runs nothing (as pydantic-ai reads it). Declined rather than refused with
+    RUN_ERROR: @ag-ui/client keeps its pending interrupts after a RUN_ERROR, and CopilotKit
+    drops its approval card when the resumed run starts, which would leave the thread with
+    an interrupt nobody can answer any more."""
     if not isinstance(payload, dict) or type(payload.get("approved")) is not bool:
-        raise InterruptPayloadError(
-            f"the answer for the tool call {call.id} must be an object with 'approved': "
-            "true or false"
-        )
-    edited = payload.get("editedArgs")
-    reason = payload.get("reason")
-    if edited is not None and not isinstance(edited, dict):
-        raise InterruptPayloadError(f"'editedArgs' for the tool call {call.id} must be an object")
+        return Decision(call, "declined", unreadable="no 'approved': true or false")
+    edited, reason = payload.get("editedArgs"), payload.get("reason")
     if reason is not None and not isinstance(reason, str):
-        raise InterruptPayloadError(f"'reason' for the tool call {call.id} must be a string")
-    if payload["approved"]:
-        return Decision(call, "approved", edited_args=edited, reason=reason or None)
-    return Decision(call, "declined", reason=reason or None)
+        return Decision(call, "declined", unreadable="'reason' is not a string")
+    if not payload["approved"]:
+        return Decision(call, "declined", reason=reason or None)
+    if edited is not None and not isinstance(edited, dict):
+        return Decision(call, "declined", unreadable="'editedArgs' is not an object")
+    return Decision(call, "approved", edited_args=edited, reason=reason or None)
 
 
 @dataclass(frozen=True)
