@@ -3,8 +3,10 @@
 A ``ServerTool`` is a name, a description, a JSON schema and ``invoke(arguments) -> text``.
 Python callables become one with ``python_tool`` (the schema comes from the type hints and the
 docstring, through pydantic); MCP servers' tools with ``bridge.serve.mcp_tools``. ``ServerTools``
-holds them by name and runs a turn's calls: in parallel, each with a timeout, each answered
-with a ``TOOL_CALL_RESULT`` the model can read (a failure too: never a traceback or a secret).
+holds them by name and runs a turn's calls: in parallel (at most ``max_parallel`` of a run at
+once), each with a timeout, each answered with a ``TOOL_CALL_RESULT`` the model can read (a
+failure too: never a traceback or a secret). A result is redacted once, here; a big one is
+made ready off the event loop (``ServerToolResult``).
 """
 
 from __future__ import annotations
@@ -15,23 +17,40 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any, get_type_hints
 
+import anyio.to_thread
 import pydantic
 import pydantic_core
 from ag_ui.core import Tool, ToolCall, ToolCallResultEvent
 
 from bridge.core.emitter import IdFactory, random_id
+from bridge.core.encode import encode_event
 from bridge.serve.history import tool_result_text
+from bridge.serve.redact import MIN_PIECE
 
 logger = logging.getLogger("agui_bridge")
 
-#: Threads of their own for sync tools: hung ones must not take the event loop's default
-#: executor, which asyncio also resolves host names with (the upstream's among them).
-_TOOL_THREADS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="server-tool")
+#: Threads for sync tools used outside an app (an app has its own, ``--tool-threads``): hung
+#: tools must not take the event loop's default executor, which asyncio also resolves host
+#: names with (the upstream's among them).
+_SHARED_THREADS: ThreadPoolExecutor | None = None
+
+#: A result longer than this is made ready in a worker thread, a slice at a time: one C-speed
+#: pass over a 10 MB text (a scan for secrets, a JSON encoding) holds the GIL, and with it every
+#: stream of the process, for 20-50 ms; between slices the event loop gets its turn.
+BIG_RESULT = 64 * 1024
+_SLICE = 256 * 1024
+#: Around a place where a big text is cut: a secret (or a piece of one) within this distance
+#: could span the cut, so the cut moves on.
+_NEAR = 2 * MIN_PIECE
+#: Lone surrogates (a tool's ``"\ud800"``, an MCP server's JSON escape of one) cannot be
+#: written as UTF-8, to the client or upstream: each becomes U+FFFD.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: OpenAI's rule for function names.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -56,11 +75,12 @@ class ServerTool:
         return Tool(name=self.name, description=self.description, parameters=self.parameters)
 
 
-def python_tool(function: Callable[..., Any]) -> ServerTool:
+def python_tool(function: Callable[..., Any], *, threads: Executor | None = None) -> ServerTool:
     """A Python function (sync or async) as a server tool: its name, its docstring's first
     paragraph as the description, its parameters' type hints and defaults (and their
     ``Args:`` lines) as the JSON schema. The return value goes to the model as ``result_text``
-    writes it."""
+    writes it. ``threads``: where a sync function runs (an app's pool of ``tool_threads``;
+    by default a small pool of this module's)."""
     name = function.__name__
     if not TOOL_NAME.match(name):
         raise ValueError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
@@ -89,13 +109,22 @@ def python_tool(function: Callable[..., Any]) -> ServerTool:
         if is_async:
             result = await function(**kwargs)
         else:
-            # A thread: a slow sync tool must not stop the other runs. (A thread cannot be
-            # cancelled; one that outlives its timeout finishes unobserved.)
+            # A thread: a slow sync tool must not stop the other runs. A call still queued for
+            # a thread when its run ends is dropped; a running one cannot be cancelled: one
+            # that outlives its timeout finishes unobserved.
             call = functools.partial(function, **kwargs)
-            result = await asyncio.get_running_loop().run_in_executor(_TOOL_THREADS, call)
+            pool = threads or _shared_threads()
+            result = await asyncio.get_running_loop().run_in_executor(pool, call)
         return result_text(result)
 
     return ServerTool(name, summary, schema, invoke)
+
+
+def _shared_threads() -> ThreadPoolExecutor:
+    global _SHARED_THREADS
+    if _SHARED_THREADS is None:
+        _SHARED_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="server-tool")
+    return _SHARED_THREADS
 
 
 def result_text(value: Any) -> str:
@@ -115,10 +144,12 @@ class ServerTools:
         tools: Iterable[ServerTool] = (),
         *,
         timeout: float = 30.0,
+        max_parallel: int = 16,
         redact: Callable[[str], str] = str,
         new_id: IdFactory = random_id,
     ) -> None:
         self.timeout = timeout
+        self.max_parallel = max_parallel
         self._tools: dict[str, ServerTool] = {}
         self._redact = redact
         self._new_id = new_id
@@ -140,12 +171,16 @@ class ServerTools:
         return [tool.definition() for tool in self._tools.values()]
 
     async def run(self, calls: Sequence[ToolCall]) -> AsyncGenerator[ToolCallResultEvent, None]:
-        """Run the calls in parallel; yield each one's result as it comes. Leaving early (the
-        client went away) cancels the calls still running."""
-        tasks = {asyncio.create_task(self._result(call)) for call in calls}
+        """Run the calls in parallel, at most ``max_parallel`` at once (the others wait their
+        turn, in order); yield each one's result as it comes. Leaving early (the client went
+        away) cancels the calls still running, and the waiting ones never start."""
+        waiting = iter(calls)
+        tasks: set[asyncio.Task[ToolCallResultEvent]] = set()
         try:
+            tasks.update(self._start(waiting, self.max_parallel))
             while tasks:
                 done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                tasks.update(self._start(waiting, len(done)))
                 for task in done:
                     yield task.result()
         finally:
@@ -153,6 +188,12 @@ class ServerTools:
                 task.cancel()
             if tasks:
                 await asyncio.wait(tasks)
+
+    def _start(
+        self, waiting: Iterator[ToolCall], count: int
+    ) -> Iterator[asyncio.Task[ToolCallResultEvent]]:
+        for _, call in zip(range(count), waiting, strict=False):
+            yield asyncio.create_task(self._result(call))
 
     async def _result(self, call: ToolCall) -> ToolCallResultEvent:
         name = call.function.name
@@ -166,15 +207,64 @@ class ServerTools:
         except Exception as exc:  # the tool's own failure: the model reads it, the log has more
             logger.warning("server tool %s failed", name, exc_info=True)
             content = f"Error: {name} failed: {type(exc).__name__}: {exc}"
-        # As the history builder reads it back (a JSON string decoded), and redacted here, not
-        # only at the frame boundary: the same text goes back upstream in this run and, as the
-        # client stored it, in the next: both must be the same bytes.
-        return ToolCallResultEvent(
-            message_id=self._new_id("msg"),
-            tool_call_id=call.id,
-            role="tool",
-            content=self._redact(tool_result_text(content)),
+        event = ServerToolResult(
+            message_id=self._new_id("msg"), tool_call_id=call.id, role="tool", content=""
         )
+        if len(content) < BIG_RESULT:
+            return event.ready(content, self._redact)
+        return await anyio.to_thread.run_sync(event.ready, content, self._redact)
+
+
+class ServerToolResult(ToolCallResultEvent):
+    """A server tool's ``TOOL_CALL_RESULT``, made ready where it is made (``ready``): its content
+    as the model reads it, redacted once, and its SSE frame (``frame``), which the frame
+    boundary sends as it is (``bridge.serve.frames``) instead of scanning and encoding a big
+    text again on the event loop."""
+
+    _frame: str = pydantic.PrivateAttr(default="")
+
+    @property
+    def frame(self) -> str:
+        """The event's frame, as ``encode_event`` writes it."""
+        return self._frame or encode_event(self)
+
+    def ready(self, text: str, redact: Callable[[str], str]) -> ServerToolResult:
+        """This result with ``text`` as its content: as the history builder reads it back (a
+        JSON string decoded), redacted here, not only at the frame boundary (the same text goes
+        back upstream in this run and, as the client stored it, in the next: both must be the
+        same bytes), and encoded. A big text a slice at a time: run it in a worker thread and
+        the event loop gets the GIL between slices."""
+        slices = [
+            redact(_SURROGATE.sub("\ufffd", part) if _SURROGATE.search(part) else part)
+            for part in _clean_slices(tool_result_text(text), redact)
+        ]
+        event = self.model_copy(update={"content": "".join(slices)})
+        if len(event.content) >= BIG_RESULT:
+            # JSON escaping is per character: the slices escaped one by one and joined are the
+            # whole text escaped, byte for byte as the encoder writes it (its string escaping
+            # is encode_basestring's: bridge.core.encode relies on that for the deltas).
+            head, tail = encode_event(self).split('"content":""', 1)
+            escaped = [encode_basestring(part)[1:-1] for part in slices]
+            event._frame = "".join([head, '"content":"', *escaped, '"', tail])
+        return event
+
+
+def _clean_slices(text: str, redact: Callable[[str], str]) -> Iterator[str]:
+    """``text`` in slices of about ``_SLICE`` characters, each cut where no secret is near (so
+    none spans it): the slices redacted one by one and joined are the whole text redacted.
+    Where secrets run on, the cut waits for their end."""
+    start = 0
+    while len(text) - start > _SLICE:
+        cut = start + _SLICE
+        while cut < len(text):
+            near = text[cut - _NEAR : cut + _NEAR]
+            if redact(near) == near:
+                break
+            cut += 2 * _NEAR
+        yield text[start:cut]
+        start = cut
+    if start < len(text) or not text:
+        yield text[start:]
 
 
 def _docstring(text: str) -> tuple[str, dict[str, str]]:
