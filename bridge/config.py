@@ -164,6 +164,19 @@ class BridgeConfig:
     """Rounds of server tool calls in one run; a model still calling them after that ends
     the run with RUN_ERROR ``tool_rounds_exceeded``."""
 
+    max_parallel_tools: int = 16
+    """Server tool calls of one run that run at once; the model's further calls wait their
+    turn (each one's ``tool_timeout`` counts from its start)."""
+
+    tool_threads: int = 8
+    """Threads that run sync Python tools, shared by the app's runs (a sync tool cannot be
+    cancelled: one that hangs holds its thread until it returns)."""
+
+    mcp_optional: tuple[str, ...] = ()
+    """MCP servers (by name) the bridge may serve without: one of these that cannot be
+    reached at start is logged and offers no tools, and ``/health`` says ``degraded``. Any
+    other that cannot be reached stops the start."""
+
     record_dir: str | None = None
     """If set, every run is recorded to a file in this folder: the upstream request (without the
     key), its status, headers and raw bytes as they arrived, and the events sent
@@ -198,6 +211,14 @@ class BridgeConfig:
             raise ValueError(f"agui_protocol must be auto, 1.0 or 0.0, not {self.agui_protocol!r}")
         if self.tool_timeout <= 0 or self.max_tool_rounds < 1:
             raise ValueError("tool_timeout must be positive and max_tool_rounds at least 1")
+        if self.max_parallel_tools < 1 or self.tool_threads < 1:
+            raise ValueError("max_parallel_tools and tool_threads must be at least 1")
+        object.__setattr__(self, "mcp_optional", tuple(dict.fromkeys(self.mcp_optional)))
+        unknown_optional = set(self.mcp_optional) - set(self.mcp_servers)
+        if unknown_optional:
+            raise ValueError(
+                f"optional MCP servers that are not configured: {sorted(unknown_optional)}"
+            )
         if self.mcp_servers and importlib.util.find_spec("mcp") is None:
             raise ValueError(
                 "MCP servers (--mcp) need the MCP SDK, which is not installed: "

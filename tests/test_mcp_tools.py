@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import pytest
 
 from bridge.config import BridgeConfig
 from bridge.serve.app import create_app
+from bridge.serve.mcp_tools import McpStartError
 from servers import TOOLS, free_port, messages_from, post, run_input, scripted_stack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,27 +137,63 @@ def test_a_call_that_hangs_times_out_and_the_server_keeps_serving(http_mcp: str)
     assert results(fine)["srv__get_time"].endswith("(UTC)")
 
 
-def test_a_server_that_cannot_start_is_reported_once_and_the_bridge_serves(
+BROKEN = "python -c 'raise SystemExit(3)'"
+
+
+def test_a_server_that_cannot_start_stops_the_start() -> None:
+    """A library user's app (create_app) raises at startup, naming the server and why."""
+    config = BridgeConfig(
+        upstream_url="http://127.0.0.1:1/v1", model="m", mcp_servers={"gone": BROKEN}
+    )
+    app = create_app(config)
+
+    async def start() -> None:
+        async with app.router.lifespan_context(app):
+            pass
+
+    with pytest.raises(McpStartError) as raised:
+        asyncio.run(start())
+    message = str(raised.value)
+    assert message.startswith("MCP server gone (python -c 'raise SystemExit(3)') could not start")
+    assert "--mcp-optional gone" in message and "\n" not in message
+
+
+def test_an_optional_server_that_cannot_start_is_reported_once_and_health_says_degraded(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    broken = "python -c 'raise SystemExit(3)'"
     with (
         caplog.at_level(logging.ERROR, "agui_bridge"),
-        scripted_stack(mcp_servers={"gone": broken}, connect_timeout=10) as stack,
+        scripted_stack(
+            mcp_servers={"gone": BROKEN, "srv": f"python {EXAMPLE}"},
+            mcp_optional=("gone",),
+            connect_timeout=10,
+        ) as stack,
     ):
+        health = httpx.get(f"{stack.bridge_url}/health")
         caps = httpx.get(f"{stack.bridge_url}/capabilities").json()
         frames = post(stack.bridge_url, ask("What time is it?"))
-    assert caps["custom"]["serverTools"] == []
+    # 200: it serves (a load balancer keeps it), without the tools of the server named.
+    assert health.status_code == 200
+    assert health.json() == {"status": "degraded", "mcp_unavailable": ["gone"]}
+    assert caps["custom"]["serverTools"] == ["srv__get_time", "srv__add", "srv__fail", "srv__sleep"]
+    assert results(frames)["srv__get_time"].endswith("(UTC)")
     assert frames[-1]["type"] == "RUN_FINISHED"
-    reports = [r for r in caplog.records if "MCP server gone" in r.getMessage()]
-    assert len(reports) == 1 and "is not available" in reports[0].getMessage()
+    reports = [r.getMessage() for r in caplog.records if "MCP server gone" in r.getMessage()]
+    assert len(reports) == 1 and "is not available" in reports[0]
+    assert "serving without its tools" in reports[0]
+
+
+def test_optional_names_must_be_configured_servers() -> None:
+    with pytest.raises(ValueError, match="optional MCP servers that are not configured"):
+        BridgeConfig(upstream_url="http://h/v1", model="m", mcp_optional=("nope",))
 
 
 def test_a_server_that_dies_answers_each_call_with_an_error() -> None:
     with scripted_stack(mcp_servers={"crashy": f"python {CRASHY}"}) as stack:
+        assert httpx.get(f"{stack.bridge_url}/health").json() == {"status": "ok"}
         died = post(stack.bridge_url, ask("Please crashy__crash"))
         after = post(stack.bridge_url, ask("What time is it?"))
-        assert httpx.get(f"{stack.bridge_url}/health").json() == {"status": "ok"}
+        health = httpx.get(f"{stack.bridge_url}/health")
     assert results(died)["crashy__crash"].startswith("Error: crashy__crash: ")
     assert died[-1]["type"] == "RUN_FINISHED"
     # Each later call says the server is gone (the SDK: "Connection closed").
@@ -163,6 +202,8 @@ def test_a_server_that_dies_answers_each_call_with_an_error() -> None:
     )
     assert "Connection closed" in results(after)["crashy__get_time"]
     assert after[-1]["type"] == "RUN_FINISHED"
+    assert health.status_code == 200
+    assert health.json() == {"status": "degraded", "mcp_unavailable": ["crashy"]}
 
 
 def test_a_name_taken_twice_is_an_error_at_start(http_mcp: str) -> None:
@@ -212,3 +253,83 @@ def test_the_fastapi_example_runs_its_python_tools_and_the_mcp_example() -> None
     assert got["get_order"] == '{"number":1,"status":"unknown","items":[]}'
     assert got["search_docs"] == '["Returns and refunds"]'  # "and", from the scripted query
     assert results(timed)["clock__get_time"].endswith("(UTC)")
+
+
+# --- the command: a server that cannot start, an optional one, the servers' logs ------------
+
+SECRET = "sk-test-mcp-logs-0123456789abcdefXYZ"
+
+
+def _command(*mcp: str, port: int = 0) -> list[str]:
+    command = [sys.executable, "-m", "bridge", "serve", "--upstream-url", "http://127.0.0.1:9/v1"]
+    command += ["--model", "m", "--port", str(port), "--log-level", "warning"]
+    for flag in mcp:
+        command += ["--mcp", flag]
+    return command
+
+
+def test_the_command_stops_before_serving_with_one_line_naming_the_server() -> None:
+    port = free_port()
+    web = "web=http://alice:s3cret-pw@127.0.0.1:9/mcp?token=tok-123"
+    done = subprocess.run(
+        _command(f"gone={BROKEN}", web, port=port),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""  # no "open http://…" line for a bridge that never served
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("agui-bridge: MCP server gone (python -c 'raise SystemExit(3)') ")
+    assert "could not start" in line and "--mcp-optional gone" in line
+    assert "MCP server web (http://127.0.0.1:9/mcp?token=[redacted]) could not start" in line
+    assert "s3cret" not in line and "alice" not in line and "tok-123" not in line
+    with pytest.raises(httpx.TransportError):  # it never listened
+        httpx.get(f"http://127.0.0.1:{port}/agent/health", timeout=2)
+
+
+def test_the_command_serves_without_an_optional_server_and_health_says_so() -> None:
+    command = [*_command(f"gone={BROKEN}", f"srv=python {EXAMPLE}"), "--mcp-optional", "gone"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        found = re.search(r"open (http://127\.0\.0\.1:\d+)/ ", process.stdout.readline())
+        assert found
+        health = httpx.get(f"{found.group(1)}/agent/health", timeout=10)
+        caps = httpx.get(f"{found.group(1)}/agent/capabilities", timeout=10).json()
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    assert health.status_code == 200
+    assert health.json() == {"status": "degraded", "mcp_unavailable": ["gone"]}
+    assert "srv__get_time" in caps["custom"]["serverTools"]
+    assert "MCP server gone (python -c 'raise SystemExit(3)') is not available" in err
+
+
+def test_a_servers_stderr_and_the_sdks_log_are_ours_and_redacted() -> None:
+    """The server writes the key to its stderr and to its stdout (not JSON-RPC: the SDK logs
+    the line's ends): both reach the bridge's log without it, the stderr line under the
+    server's name."""
+    noisy = f"noisy=python {CRASHY} --say 'oops the key is {SECRET}' --junk 'junk {SECRET} junk'"
+    process = subprocess.Popen(
+        _command(noisy),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": SECRET},
+    )
+    try:
+        assert process.stdout is not None
+        found = re.search(r"open (http://127\.0\.0\.1:\d+)/ ", process.stdout.readline())
+        assert found
+        assert httpx.get(f"{found.group(1)}/agent/health", timeout=10).json()["status"] == "ok"
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=30)
+    assert "[mcp noisy] oops the key is [redacted]" in err.splitlines()
+    assert "Failed to parse JSONRPC message from server" in err  # the SDK's log, redacted
+    assert "junk [redacted] junk" in err
+    pieces = {SECRET[i : i + 8] for i in range(len(SECRET) - 7)}
+    assert not [piece for piece in pieces if piece in out + err]

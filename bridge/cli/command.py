@@ -31,6 +31,7 @@ from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
 from bridge.core.upstream_url import shown_url
 from bridge.serve.app import Bridge, create_app, mount
+from bridge.serve.mcp_tools import McpStartError
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.
 _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"
@@ -44,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except (ValueError, CannotListen) as exc:  # a bad flag value (BridgeConfig validates them)
+    # A bad flag value (BridgeConfig validates them), an address or an MCP server not to be had.
+    except (ValueError, CannotListen, McpStartError) as exc:
         print(f"agui-bridge: {exc}", file=sys.stderr)
         return 2
 
@@ -248,8 +250,11 @@ def _config(
         auth_token=args.auth_token or None,
         agui_protocol=args.agui_protocol,
         mcp_servers=mcp_servers(args.mcp),
+        mcp_optional=tuple(args.mcp_optional),
         tool_timeout=args.tool_timeout,
         max_tool_rounds=args.max_tool_rounds,
+        max_parallel_tools=args.max_parallel_tools,
+        tool_threads=args.tool_threads,
         record_dir=getattr(args, "record", None),
     )
 
@@ -313,7 +318,6 @@ def _run_agent(
     routes: list[BaseRoute] = [*mount("/agent", app), *extra, home]
     parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
     base = f"http://{_display_host(args.host)}:{listener.getsockname()[1]}"
-    print(f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}", flush=True)
     config = uvicorn.Config(
         parent,
         host=args.host,
@@ -321,19 +325,35 @@ def _run_agent(
         log_level=args.log_level,
         timeout_graceful_shutdown=int(args.shutdown_grace) + 5,
     )
-    _GracefulServer(config, app.state.bridge, args.shutdown_grace).run(sockets=[listener])
+    opened = f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}"
+    server = _GracefulServer(config, app.state.bridge, args.shutdown_grace, opened)
+    server.run(sockets=[listener])
     return 0
 
 
 class _GracefulServer(uvicorn.Server):
-    """On SIGTERM/SIGINT: refuse new runs, let running ones finish for a grace period, then end
+    """Starts the bridge's MCP servers before serving (one that cannot be reached raises
+    ``McpStartError`` before anything is printed: one line, exit 2), then prints ``opened``.
+    On SIGTERM/SIGINT: refuse new runs, let running ones finish for a grace period, then end
     them with RUN_ERROR ``shutting_down``; uvicorn then closes, and the lifespan closes the
-    upstream client."""
+    upstream client and the MCP servers."""
 
-    def __init__(self, config: uvicorn.Config, bridge: Bridge, grace: float) -> None:
+    def __init__(self, config: uvicorn.Config, bridge: Bridge, grace: float, opened: str) -> None:
         super().__init__(config)
         self._bridge = bridge
         self._grace = grace
+        self._opened = opened
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        # In uvicorn's event loop, where the MCP connections' tasks live on; the lifespan's
+        # start() then finds them started.
+        try:
+            await self._bridge.start()
+        except BaseException:
+            await self._bridge.aclose()  # what did start (the thread pool, say)
+            raise
+        print(self._opened, flush=True)
+        await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._bridge.begin_shutdown(self._grace)

@@ -124,6 +124,14 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "repeatable; needs pip install 'agui-bridge[mcp]'",
     )
     tools.add_argument(
+        "--mcp-optional",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve without this --mcp server when it cannot be reached at start (logged; "
+        "/health says degraded); by default such a server stops the start (repeatable)",
+    )
+    tools.add_argument(
         "--tool-timeout",
         type=float,
         default=30.0,
@@ -135,6 +143,21 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         default=16,
         help="rounds of server tool calls in one run; past them the run ends with RUN_ERROR "
         "tool_rounds_exceeded (default 16)",
+    )
+    tools.add_argument(
+        "--max-parallel-tools",
+        type=int,
+        default=16,
+        metavar="N",
+        help="server tool calls of one run that run at once; the model's further calls wait "
+        "their turn (default 16)",
+    )
+    tools.add_argument(
+        "--tool-threads",
+        type=int,
+        default=8,
+        metavar="N",
+        help="threads that run sync Python tools, shared by all runs (default 8)",
     )
     limits = parser.add_argument_group("reliability and security")
     for flag, kind, default, text in _LIMIT_FLAGS:

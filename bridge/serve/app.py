@@ -10,6 +10,7 @@ import asyncio
 import hmac
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
@@ -40,7 +41,7 @@ from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
-from bridge.serve.mcp_tools import McpServer, start_mcp_servers
+from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
@@ -73,9 +74,14 @@ class Bridge:
         self.recorder: Recorder | None = None
         if config.record_dir is not None:  # serve --record: each run and its upstream exchange
             self.recorder = Recorder(config.record_dir, config, self.redactor)
+        # Sync tools run on threads of the app's own (sized by tool_threads), not one each.
+        self._tool_threads = ThreadPoolExecutor(
+            max_workers=config.tool_threads, thread_name_prefix="server-tool"
+        )
         self.tools = ServerTools(
-            [python_tool(tool) for tool in tools],
+            [python_tool(tool, threads=self._tool_threads) for tool in tools],
             timeout=config.tool_timeout,
+            max_parallel=config.max_parallel_tools,
             redact=self.redactor.redact,
         )
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
@@ -84,18 +90,29 @@ class Bridge:
     async def start(self) -> None:
         """Connect to the MCP servers and add their tools (once; the lifespan calls it, and the
         first run does when the app is mounted where its lifespan does not run). Raises
-        ``ValueError`` when two server tools share a name."""
+        ``McpStartError`` when a server that is not optional cannot be reached (the next call
+        tries again), ``ValueError`` when two server tools share a name."""
         if self._mcp is not None:
             return
         async with self._mcp_lock:
             if self._mcp is not None:
                 return
-            self._mcp, tools = await start_mcp_servers(
-                self.config.mcp_servers,
-                call_timeout=self.config.tool_timeout,
-                connect_timeout=self.config.connect_timeout,
-            )
+            try:
+                self._mcp, tools = await start_mcp_servers(
+                    self.config.mcp_servers,
+                    call_timeout=self.config.tool_timeout,
+                    connect_timeout=self.config.connect_timeout,
+                    optional=self.config.mcp_optional,
+                )
+            except McpStartError as exc:  # its message goes to a terminal or an HTTP body
+                raise McpStartError(self.redactor.redact(str(exc))) from None
             self.tools.add(tools)
+
+    @property
+    def mcp_unavailable(self) -> list[str]:
+        """The MCP servers whose tools cannot be called now: an optional one that could not be
+        reached at start, one that died since."""
+        return [server.name for server in self._mcp or () if not server.available]
 
     @property
     def upstream(self) -> UpstreamClient:
@@ -108,6 +125,8 @@ class Bridge:
     async def aclose(self) -> None:
         for server in self._mcp or ():
             await server.aclose()
+        # Calls still queued for a thread are dropped; running ones cannot be stopped.
+        self._tool_threads.shutdown(wait=False, cancel_futures=True)
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
@@ -126,7 +145,7 @@ class Bridge:
                     code="too_many_runs",
                 )
             run_input = await read_run_input(request, self.config)
-            await self.start()
+            await self._start_for_request()
             loop = self._tool_loop(run_input, await self._upstream_models())
             body = loop.build(run_input.messages)
         except ClientDisconnect:
@@ -147,6 +166,14 @@ class Bridge:
             stop_frame=_SHUTDOWN_FRAME,
             on_close=self._run_ended,
         )
+
+    async def _start_for_request(self) -> None:
+        """``start()`` for a request (an app mounted where its lifespan does not run): a
+        server that cannot be reached is HTTP 503 for this request, tried again by the next."""
+        try:
+            await self.start()
+        except McpStartError as exc:
+            raise InvalidRunInputError(str(exc), status=503, code="mcp_unavailable") from exc
 
     def _run_ended(self) -> None:
         self.active_runs -= 1
@@ -221,14 +248,19 @@ class Bridge:
             )
 
     async def health(self, request: Request) -> Response:
+        # Degraded, not down: HTTP 200 keeps the bridge in a load balancer's pool (it serves,
+        # without some tools), and the body names what is missing.
+        missing = self.mcp_unavailable
+        if missing:
+            return JSONResponse({"status": "degraded", "mcp_unavailable": missing})
         return JSONResponse({"status": "ok"})
 
     async def capabilities(self, request: Request) -> Response:
         try:
             self._authorize(request)
+            await self._start_for_request()
         except InvalidRunInputError as exc:
             return self.error_response(exc.status, exc.code, exc.message)
-        await self.start()
         props = await self.upstream.llama_cpp_props()
         custom: dict[str, Any] = {
             "models": served_models(self.config, await self._upstream_models()),

@@ -3,8 +3,11 @@
 Each configured server gets one connection, owned by a task of its own for the app's life (the
 SDK's transports must be entered and left in one task): stdio for a command, streamable HTTP for
 a URL. Its tools are listed once at start and offered as ``NAME__tool``. A server that cannot be
-reached at start is reported once in the log and offers nothing; one that dies later answers
-each call with an error the model can read. Either way the bridge keeps serving.
+reached at start stops the start (``McpStartError``), unless it is optional: then it is reported
+once in the log and offers nothing. One that dies later answers each call with an error the
+model can read, and the bridge keeps serving. A stdio server's stderr goes to our log, a line at
+a time, as ``[mcp NAME] …`` (redacted with every record); logs show a server's URL or command
+line without credentials (``shown_target``).
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shlex
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Collection, Mapping
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
+from bridge.serve.redact import redact_new_loggers, shown_target
 from bridge.serve.tools import TOOL_NAME, ServerTool, ToolError, json_arguments
 
 if TYPE_CHECKING:
@@ -27,6 +33,13 @@ logger = logging.getLogger("agui_bridge")
 
 #: Between a server's name and its tool's in the name offered to the model.
 SEPARATOR = "__"
+#: The longest line of a server's stderr logged as one record; a longer one goes in pieces.
+_LOG_LINE = 4096
+
+
+class McpStartError(RuntimeError):
+    """A configured MCP server that is not optional could not be reached at start: the bridge
+    does not start without it. The message is one line naming each such server and why."""
 
 
 class McpServer:
@@ -35,6 +48,8 @@ class McpServer:
     def __init__(self, name: str, target: str, *, timeout: float) -> None:
         self.name = name
         self.target = target
+        #: The target as logs and errors show it: no credentials.
+        self.shown = shown_target(target)
         self._timeout = timeout
         self._client: Client | None = None
         self._ready = asyncio.Event()
@@ -43,17 +58,20 @@ class McpServer:
         self._listed: list[Any] = []
         self.failure: str | None = None
 
+    @property
+    def available(self) -> bool:
+        """Connected: its tools can be called (false once it failed or stopped)."""
+        return self._client is not None
+
     async def start(self, connect_timeout: float) -> list[ServerTool]:
-        """Connect and list the tools (``[]``, logged once, when the server cannot be used)."""
+        """Connect and list the tools (``[]``, with ``failure`` saying why, when the server
+        cannot be used)."""
         self._task = asyncio.create_task(self._own(), name=f"mcp:{self.name}")
         try:
             await asyncio.wait_for(self._ready.wait(), connect_timeout)
         except TimeoutError:
             self.failure = f"no answer within {connect_timeout:g} s"
         if self._client is None:
-            logger.error(
-                "MCP server %s (%s) is not available: %s", self.name, self.target, self.failure
-            )
             await self.aclose()
             return []
         return [self._tool(listed) for listed in self._listed]
@@ -67,21 +85,39 @@ class McpServer:
 
     async def _own(self) -> None:
         """The task that owns the connection, from connecting to letting go."""
-        from mcp import Client
+        from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
 
+        stderr: _ServerLog | None = None
         try:
-            async with Client(_server(self.target)) as client:
+            server = _server(self.target)
+            if isinstance(server, StdioServerParameters):
+                stderr = _ServerLog(self.name)
+                server = stdio_client(server, errlog=stderr.file)
+            async with Client(server) as client:
                 self._listed = list((await client.list_tools()).tools)
                 self._client = client
                 self._ready.set()
                 await self._stop.wait()
         except Exception as exc:  # reported: at start by start(), later by each call
-            self.failure = _describe(exc)
+            # An error may quote the URL it failed on (credentials and all).
+            self.failure = _describe(exc).replace(self.target, self.shown)
             if self._client is not None:
                 logger.error("MCP server %s stopped: %s", self.name, self.failure)
         finally:
             self._client = None
             self._ready.set()
+            if stderr is not None:
+                stderr.close()
+
+    def _lost(self, failure: str) -> None:
+        """The connection is gone for good (the server died): calls now fail at once, /health
+        names the server, and the owning task lets the connection go."""
+        if self._client is not None:
+            logger.error("MCP server %s stopped: %s", self.name, failure)
+            self.failure = failure
+            self._client = None
+            self._stop.set()
 
     def _tool(self, listed: Any) -> ServerTool:
         name = f"{self.name}{SEPARATOR}{listed.name}"
@@ -100,6 +136,8 @@ class McpServer:
             except ToolError:
                 raise
             except Exception as exc:
+                if _connection_closed(exc):
+                    self._lost(_describe(exc))
                 raise ToolError(f"the MCP server {self.name} failed: {_describe(exc)}") from exc
             text = _result_text(result)
             if result.is_error:
@@ -112,20 +150,51 @@ class McpServer:
 
 
 async def start_mcp_servers(
-    servers: Mapping[str, str], *, call_timeout: float, connect_timeout: float
+    servers: Mapping[str, str],
+    *,
+    call_timeout: float,
+    connect_timeout: float,
+    optional: Collection[str] = (),
 ) -> tuple[list[McpServer], list[ServerTool]]:
-    """Connect to every configured server at once; their tools, as ``NAME__tool``."""
+    """Connect to every configured server at once; their tools, as ``NAME__tool``. A server
+    that cannot be reached is logged and offers nothing if it is ``optional``; else
+    ``McpStartError`` (after letting the others go)."""
     try:
-        import mcp  # noqa: F401
+        import mcp.client.stdio  # noqa: F401
     except ImportError as exc:
         raise RuntimeError(
             "MCP servers are configured but the mcp SDK is not installed: "
             "pip install 'agui-bridge[mcp]'"
         ) from exc
+    redact_new_loggers()  # the SDK's loggers exist now (made at import): redact them too
     connections = [
         McpServer(name, target, timeout=call_timeout) for name, target in servers.items()
     ]
     listed = await asyncio.gather(*(c.start(connect_timeout) for c in connections))
+    failed = [c for c in connections if not c.available]
+    required = [c for c in failed if c.name not in optional]
+    if required:
+        for connection in connections:
+            await connection.aclose()
+        raise McpStartError(
+            "; ".join(
+                f"MCP server {c.name} ({c.shown}) could not start: {c.failure} "
+                f"(--mcp-optional {c.name} serves without it)"
+                for c in required
+            )
+        )
+    for connection in failed:
+        logger.error(
+            "MCP server %s (%s) is not available: %s; serving without its tools",
+            connection.name,
+            connection.shown,
+            connection.failure,
+        )
+    for connection, tools in zip(connections, listed, strict=True):
+        if connection.available:
+            logger.info(
+                "MCP server %s (%s): %d tools", connection.name, connection.shown, len(tools)
+            )
     return connections, [tool for tools in listed for tool in tools]
 
 
@@ -141,6 +210,33 @@ def _server(target: str) -> Any:
     return StdioServerParameters(command=command, args=args)
 
 
+class _ServerLog:
+    """A stdio server's stderr into our log, a line at a time, as ``[mcp NAME] …`` (where the
+    log's redaction sees it): ``file`` is the write end of a pipe (the SDK wants a real file
+    for the process's stderr), read by a thread of its own until every writer closed it."""
+
+    def __init__(self, name: str) -> None:
+        read_end, write_end = os.pipe()
+        self.file: TextIO = os.fdopen(write_end, "w")
+        reader = threading.Thread(
+            target=self._read, args=(os.fdopen(read_end, "rb"), name), daemon=True
+        )
+        reader.name = f"mcp-stderr:{name}"
+        reader.start()
+
+    @staticmethod
+    def _read(pipe: IO[bytes], name: str) -> None:
+        with pipe:
+            while line := pipe.readline(_LOG_LINE):
+                text = line.decode("utf-8", "replace").rstrip()
+                if text:
+                    logger.warning("[mcp %s] %s", name, text)
+
+    def close(self) -> None:
+        """Our copy of the write end: the reader ends once the server's is closed too."""
+        self.file.close()
+
+
 def _result_text(result: Any) -> str:
     """What the model reads: the text blocks; other blocks (images, resources) as JSON."""
     texts = []
@@ -152,6 +248,14 @@ def _result_text(result: Any) -> str:
     if not texts and result.structured_content is not None:
         texts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(texts)
+
+
+def _connection_closed(exc: Exception) -> bool:
+    """The SDK's word for a session that is over (a stdio server's process ended)."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
 
 
 def _describe(exc: BaseException) -> str:
