@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import httpx
+import orjson
 from httpx_sse import EventSource
 
 from bridge.config import BridgeConfig
@@ -135,7 +136,10 @@ class UpstreamClient:
         while True:
             try:
                 response = await self._client.send(
-                    self._client.build_request("POST", url, json=body), stream=True
+                    self._client.build_request(
+                        "POST", url, content=request_body(body), headers=_JSON
+                    ),
+                    stream=True,
                 )
             except TRANSPORT_ERRORS as exc:
                 # Nothing of an answer was received: a dropped connection (a pooled keep-alive
@@ -412,3 +416,17 @@ class _LineLimit(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def request_body(body: dict[str, Any]) -> bytes:
+    """The request's JSON, as httpx would write it (compact, UTF-8, no NaN), by orjson: a body
+    that carries a big tool result (megabytes) is written in a few milliseconds on the event
+    loop, where ``json.dumps`` held it for tens (it does not release the GIL, so a worker thread
+    would not help). What orjson refuses (integers past 64 bits) goes through ``json``."""
+    try:
+        return orjson.dumps(body)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
