@@ -175,3 +175,16 @@ def test_an_error_mid_text_releases_what_was_held(bridge: str) -> None:
     text = "".join(f["delta"] for f in frames if f["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "see sk-pr"
     assert frames[-1]["type"] == "RUN_ERROR"
+
+
+def test_a_secret_that_repeats_itself_is_held_only_so_far() -> None:
+    """A key like ``abab…`` makes one span of any run of it: the stream still lets the run go out
+    as it comes (holding at most one secret's length), and scans it once."""
+    secret = "ab" * 10
+    redactor = Redactor([secret])
+    assert redactor.redact("x" + "ab" * 2_000 + "y") == f"x{MASK}y"
+    stream = redactor.stream()
+    text = "ab" * 500
+    released = "".join(stream.feed(text[at : at + 40]) for at in range(0, len(text), 40))
+    assert released.startswith(MASK) and set(released.split(MASK)) == {""}
+    assert set((released + stream.close()).split(MASK)) == {""}

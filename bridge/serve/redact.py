@@ -79,6 +79,7 @@ class Redactor:
             whole[:size] for whole in self._pieces | self._short for size in range(1, len(whole))
         )
         self._longest_prefix = max(map(len, self._prefixes), default=0)
+        self._longest = max(map(len, forms), default=0)
 
     def __bool__(self) -> bool:
         return self._scan is not None
@@ -100,8 +101,14 @@ class Redactor:
         spans = self._spans(text)
         ready = len(text) - held
         if spans and spans[-1][1] > ready:  # only the last span can reach past where we stop
-            ready = min(ready, spans[-1][0])
-            spans = spans[:-1]
+            # The secret may go on in the next text: its span waits, but no more of it than the
+            # longest secret (a longer span is copies touching), so what is held stays bounded.
+            start = spans[-1][0]
+            ready = max(start, len(text) - self._longest)
+            if ready > start:
+                spans[-1][1] = ready
+            else:
+                spans = spans[:-1]
         return _masked(text[:ready], spans), text[ready:]
 
     def held_suffix(self, text: str) -> int:
@@ -123,6 +130,7 @@ class Redactor:
         assert self._scan is not None
         pieces, short, size = self._pieces, self._short, MIN_PIECE
         found: list[list[int]] = []
+        covered = 0  # a piece that starts before this lies in a span already found
         for hit in self._scan.finditer(text):
             at = hit.start()
             if hit.group() in short:
@@ -130,12 +138,15 @@ class Redactor:
                 continue
             # The gram sits 0-3 characters into a piece; a gram the scan stepped over (it
             # finds no overlapping hits) sits up to 3 characters after this one.
-            for start in range(max(at - _GRAM + 1, 0), at + _GRAM):
+            for start in range(max(at - _GRAM + 1, covered), at + _GRAM):
                 if text[start : start + size] in pieces:
                     end = start + size
                     while end < len(text) and text[end - size + 1 : end + 1] in pieces:
                         end += 1
                     found.append([start, end])
+                    # Its pieces chain to ``end``: a secret that repeats itself ("abab…")
+                    # makes one long span, walked once, not once per hit in it.
+                    covered = end - size + 1
                     break
         if not found:
             return found
