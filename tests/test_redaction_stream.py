@@ -177,6 +177,48 @@ def test_an_error_mid_text_releases_what_was_held(bridge: str) -> None:
     assert frames[-1]["type"] == "RUN_ERROR"
 
 
+# --- bytes (a recorded upstream body): any split, UTF-8 or not ----------------------------------
+
+BYTES = st.binary(max_size=40) | WORDS.map(str.encode)
+
+
+def _streamed_bytes(redactor: Redactor, pieces: list[bytes]) -> bytes:
+    stream = redactor.stream_bytes()
+    return b"".join(stream.feed(piece) for piece in pieces) + stream.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=BYTES, after=BYTES, cuts=st.lists(st.integers(0, 200), max_size=12))
+def test_a_key_in_bytes_split_anywhere_never_passes(
+    before: bytes, after: bytes, cuts: list[int]
+) -> None:
+    redactor = Redactor([KEY])
+    data = before + KEY.encode() + after
+    points = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})
+    out = _streamed_bytes(redactor, [data[a:b] for a, b in itertools.pairwise(points) if a < b])
+    assert not any(piece.encode() in out for piece in PIECES)
+    assert MASK.encode() in out
+    assert out == redactor.redact_bytes(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=80), cuts=st.lists(st.integers(0, 80), max_size=12))
+def test_bytes_without_a_secret_pass_whole_whatever_the_split(data: bytes, cuts: list[int]) -> None:
+    redactor = Redactor([KEY])
+    points = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})
+    pieces = [data[a:b] for a, b in itertools.pairwise(points) if a < b]
+    assert redactor.redact_bytes(data) == data
+    assert _streamed_bytes(redactor, pieces) == data
+
+
+def test_a_secret_beyond_ascii_cut_inside_a_character_is_found() -> None:
+    secret = "pässwörd-über-geheim"
+    data = f"x {secret} y".encode()
+    redactor = Redactor([secret])
+    for cut in range(1, len(data)):  # every cut, inside ä, ö and ü too
+        assert _streamed_bytes(redactor, [data[:cut], data[cut:]]) == f"x {MASK} y".encode()
+
+
 def test_a_secret_that_repeats_itself_is_held_only_so_far() -> None:
     """A key like ``abab…`` makes one span of any run of it: the stream still lets the run go out
     as it comes (holding at most one secret's length), and scans it once."""

@@ -7,7 +7,8 @@ longer, in the forms a server may quote it in (as is, URL-encoded, JSON-escaped)
 keeps only the short pieces the server already showed.
 
 The app applies it where text leaves: SSE frames (``bridge.serve.frames``), HTTP error bodies,
-``/capabilities``, and log records (``install_log_redaction``).
+``/capabilities``, log records (``install_log_redaction``) and recordings, whose upstream bodies
+are bytes (``ByteStreamRedactor``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class Redactor:
         )
         self._longest_prefix = max(map(len, self._prefixes), default=0)
         self._longest = max(map(len, forms), default=0)
+        #: Every form is ASCII (API keys are): no secret can begin inside a multi-byte character.
+        self._ascii = all(form.isascii() for form in forms)
 
     def __bool__(self) -> bool:
         return self._scan is not None
@@ -124,6 +127,26 @@ class Redactor:
     def stream(self) -> StreamRedactor:
         """A redactor for one text that arrives in pieces (a message's deltas)."""
         return StreamRedactor(self)
+
+    def redact_bytes(self, data: bytes) -> bytes:
+        """``data`` (UTF-8 or not) with every secret, and every piece of one, replaced by
+        ``MASK``; every other byte as it was."""
+        if self._scan is None:
+            return data
+        return _encoded(self.redact(_decoded(data)))
+
+    def split_held_bytes(self, data: bytes) -> tuple[bytes, bytes]:
+        """``split_held`` for bytes: what may go out now, redacted, and what must wait (an end
+        that may begin a secret; with a secret beyond ASCII, also a character cut short)."""
+        if self._scan is None:
+            return data, b""
+        cut = len(data) if self._ascii else len(data) - _unfinished_utf8(data)
+        ready, held = self.split_held(_decoded(data[:cut]))
+        return _encoded(ready), _encoded(held) + data[cut:]
+
+    def stream_bytes(self) -> ByteStreamRedactor:
+        """A redactor for bytes that arrive in pieces (an upstream's body, read by read)."""
+        return ByteStreamRedactor(self)
 
     def _spans(self, text: str) -> list[list[int]]:
         """Where the secrets are in ``text``: sorted, merged ``[start, end)`` spans."""
@@ -187,6 +210,45 @@ class StreamRedactor:
     def close(self) -> str:
         held, self._held = self._held, ""
         return self._redactor.redact(held)
+
+
+class ByteStreamRedactor:
+    """``StreamRedactor`` for bytes that arrive in pieces and need not be UTF-8 (an upstream's
+    body as recorded, read by read): a piece's end that may begin a secret is held back and goes
+    out, redacted, with the next piece or ``close()``."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        ready, self._held = self._redactor.split_held_bytes(self._held + piece)
+        return ready
+
+    def close(self) -> bytes:
+        held, self._held = self._held, b""
+        return self._redactor.redact_bytes(held)
+
+
+# Bytes are redacted as UTF-8 text in which each byte that is not UTF-8 stands as a lone
+# surrogate (``surrogateescape``): a secret's UTF-8 bytes are found wherever they stand whole,
+# whatever surrounds them (binary, a character cut by a read), and every byte comes back as it was.
+def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _unfinished_utf8(data: bytes) -> int:
+    """How many bytes at the end of ``data`` begin a UTF-8 character they do not finish."""
+    for back in range(1, min(3, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the character's first
+            size = 2 if 0xC0 <= byte < 0xE0 else 3 if 0xE0 <= byte < 0xF0 else 4
+            return back if 0xC0 <= byte < 0xF8 and back < size else 0
+    return 0
 
 
 class _RedactingFilter(logging.Filter):
