@@ -43,14 +43,14 @@ _MADE_IDS = frozenset(
 )
 
 
-def _records(folder: Path) -> list[list[dict[str, Any]]]:
+def read_records(folder: Path) -> list[list[dict[str, Any]]]:
     return [
         [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         for path in sorted(folder.glob("*.jsonl"))
     ]
 
 
-def _normalized(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def normalized(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The frames with the ids the bridge makes (random per run) named by first appearance."""
     names: dict[str, str] = {}
 
@@ -99,9 +99,9 @@ def test_every_scripted_dialect_replays_to_the_same_events(tmp_path: Path) -> No
                     forwardedProps={"model": model},
                     runId=f"run-{model}",
                 )
-                sent.append(_normalized(post(f"{bridge_url}/", body)))
+                sent.append(normalized(post(f"{bridge_url}/", body)))
 
-    records = _records(tmp_path)
+    records = read_records(tmp_path)
     assert len(records) == len(SCRIPTED_MODELS)
     for record, model in zip(records, SCRIPTED_MODELS, strict=True):
         kinds = [line["type"] for line in record]
@@ -119,13 +119,13 @@ def test_every_scripted_dialect_replays_to_the_same_events(tmp_path: Path) -> No
     # The events recorded are the events the client got.
     for record, frames in zip(records, sent, strict=True):
         events = [line["event"] for line in record if line["type"] == "event"]
-        assert _normalized(events) == frames
+        assert normalized(events) == frames
 
     inputs = [record[0]["input"] for record in records]
     # The same key: redaction shapes the model's deltas (an end that may begin the key waits).
     again = _replayed(tmp_path, scripted_config("http://127.0.0.1:1", api_key=KEY), inputs)
     for model, before, after in zip(SCRIPTED_MODELS, sent, again, strict=True):
-        assert _normalized(after) == before, model
+        assert normalized(after) == before, model
 
 
 def test_replay_keeps_read_boundaries_and_pace(tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ def test_replay_keeps_read_boundaries_and_pace(tmp_path: Path) -> None:
         config = scripted_config(upstream_url, record_dir=str(tmp_path))
         with serve(create_app(config)) as bridge_url:
             post(f"{bridge_url}/", run_input(forwardedProps={"model": "scripted-plain"}))
-    (record,) = _records(tmp_path)
+    (record,) = read_records(tmp_path)
     reads = [line for line in record if line["type"] == "read"]
     assert len(reads) > 10  # one per paced frame
     recorded = reads[-1]["t"] - reads[0]["t"]
@@ -165,11 +165,11 @@ def test_a_cut_answer_is_cut_again(tmp_path: Path) -> None:
         with serve(create_app(config)) as bridge_url:
             before = post(f"{bridge_url}/", run_input())
     assert before[-1]["type"] == "RUN_ERROR" and before[-1]["code"] == "upstream_truncated"
-    (record,) = _records(tmp_path)
+    (record,) = read_records(tmp_path)
     end = next(line for line in record if line["type"] == "end")
     assert end["complete"] is False and end["error"] and end["kind"] == "closed"
     (after,) = _replayed(tmp_path, config, [record[0]["input"]])
-    assert _normalized(after) == _normalized(before)
+    assert normalized(after) == normalized(before)
 
 
 def test_a_refused_request_is_recorded_and_replayed_as_a_502(tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ def test_a_refused_request_is_recorded_and_replayed_as_a_502(tmp_path: Path) -> 
     with serve(create_app(config)) as bridge_url:
         before = post(f"{bridge_url}/", run_input())
     assert before[-1]["code"] == "upstream_unreachable"
-    (record,) = _records(tmp_path)
+    (record,) = read_records(tmp_path)
     assert [line["type"] for line in record if line["type"] in ("request", "error")] == [
         "request",
         "error",
@@ -205,7 +205,9 @@ def test_load_recording_refuses_what_is_not_one(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="holds no recorded runs"):
         load_recording(tmp_path)
     (tmp_path / "x.jsonl").write_text('{"type": "run", "format": "other/9"}\n')
-    with pytest.raises(ValueError, match="not an agui-bridge-record/1 record"):
+    with pytest.raises(
+        ValueError, match="not an agui-bridge-record/1 or agui-bridge-record/2 record"
+    ):
         load_recording(tmp_path)
 
 
@@ -214,7 +216,7 @@ def test_the_replay_command_serves_a_recording(tmp_path: Path) -> None:
         config = scripted_config(upstream_url, record_dir=str(tmp_path))
         with serve(create_app(config)) as bridge_url:
             post(f"{bridge_url}/", run_input(forwardedProps={"model": "scripted-reasoning"}))
-    (record,) = _records(tmp_path)
+    (record,) = read_records(tmp_path)
     request = next(line for line in record if line["type"] == "request")
     replay = subprocess.Popen(
         [sys.executable, "-m", "bridge", "replay", str(tmp_path), "--port", "0", "--speed", "10"],
@@ -264,12 +266,12 @@ def test_a_run_with_server_tools_records_each_upstream_round(tmp_path: Path) -> 
         with serve(create_app(config, tools=[_local_time])) as bridge_url:
             body = run_input(messages=[{"id": "u", "role": "user", "content": "What time is it?"}])
             before = post(f"{bridge_url}/", body)
-    (record,) = _records(tmp_path)
+    (record,) = read_records(tmp_path)
     requests = [line for line in record if line["type"] == "request"]
     assert [line["exchange"] for line in requests] == [1, 2]  # the call, then its answer
     assert requests[1]["body"]["messages"][-1]["role"] == "tool"
     (after,) = _replayed(tmp_path, config, [record[0]["input"]], tools=[_local_time])
-    assert _normalized(after) == _normalized(before)
+    assert normalized(after) == normalized(before)
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
@@ -290,7 +292,7 @@ def test_recording_keeps_the_proxy_environment(
             frames = post(f"{bridge_url}/", run_input())
     assert frames[-1]["type"] == "RUN_FINISHED"
     assert any(line.startswith(f"POST {upstream_url}/v1/chat/completions") for line in seen)
-    (record,) = _records(tmp_path)
+    (record,) = read_records(tmp_path)
     assert [line["type"] for line in record].count("read") > 1
 
 
@@ -317,10 +319,10 @@ def test_a_recording_through_a_prefix_replays_behind_any_prefix(tmp_path: Path) 
                     tools=TOOLS,
                     forwardedProps={"model": model},
                 )
-                sent.append(_normalized(post(f"{bridge_url}/", body)))
+                sent.append(normalized(post(f"{bridge_url}/", body)))
     assert all(frames[-1]["type"] == "RUN_FINISHED" for frames in sent)
 
-    records = _records(tmp_path)
+    records = read_records(tmp_path)
     text = "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
     assert "pw-in-the-url" not in text and "someone" not in text and KEY not in text
     for record in records:
@@ -346,7 +348,7 @@ def test_a_recording_through_a_prefix_replays_behind_any_prefix(tmp_path: Path) 
         with serve(create_replay_app(recording, speed=4.0)) as replay_url:
             again = replace(config, upstream_url=f"{replay_url}{prefix}", record_dir=None)
             with serve(create_app(again)) as bridge_url:
-                after = [_normalized(_post_raw(f"{bridge_url}/", body)) for body in inputs]
+                after = [normalized(_post_raw(f"{bridge_url}/", body)) for body in inputs]
         assert after == sent, prefix
 
 
@@ -367,7 +369,7 @@ def test_a_record_without_its_base_url_replays_by_absolute_path(tmp_path: Path) 
     _without_base_url(tmp_path)
     recording = load_recording(tmp_path)
     assert [exchange.endpoint for exchange in recording.exchanges] == [None]
-    (record,) = _records(tmp_path)
+    (record,) = read_records(tmp_path)
     request = next(line for line in record if line["type"] == "request")
     with serve(create_replay_app(recording, speed=4.0)) as replay_url:
         elsewhere = httpx.post(f"{replay_url}/v1/chat/completions", json=request["body"])
@@ -375,7 +377,7 @@ def test_a_record_without_its_base_url_replays_by_absolute_path(tmp_path: Path) 
         again = replace(config, upstream_url=f"{replay_url}/case/x/v1", record_dir=None)
         with serve(create_app(again)) as bridge_url:
             after = _post_raw(f"{bridge_url}/", record[0]["input"])
-    assert _normalized(after) == _normalized(before)
+    assert normalized(after) == normalized(before)
 
 
 def test_replay_tells_the_recording_version_and_endpoints(tmp_path: Path) -> None:
@@ -454,7 +456,7 @@ def test_the_replay_serve_line_works_pasted(tmp_path: Path, api: str) -> None:
             except httpx.ConnectError:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-        assert _normalized(after) == _normalized(before)
+        assert normalized(after) == normalized(before)
     finally:
         for process in (bridge_process, replay):
             if process is not None:

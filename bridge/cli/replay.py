@@ -12,7 +12,9 @@ and body match it; failing that, the next recorded answer for that method and en
 order they were recorded (once all were given, they are given again from the first).
 
 Each answer keeps its status, headers and read boundaries: every recorded network read is
-written as one piece, at its recorded time after the request (divided by ``speed``). An answer
+written as one piece, at its recorded time after the request (divided by ``speed``). A body the
+recorder decoded (its ``response`` line's ``decoded``: gzip, deflate) is served decoded, its
+``Content-Encoding`` without those codings, so the bridge reads the same bytes. An answer
 whose connection failed mid-body is cut the same way (the connection is dropped); a request that
 failed before any answer (refused, timed out) gets an HTTP 502 saying so (ASGI cannot refuse a
 connection).
@@ -41,7 +43,8 @@ from starlette.types import Receive, Scope, Send
 
 from bridge import __version__
 from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, KNOWN_REASONING_TAGS
-from bridge.serve.record import FORMAT, request_body
+from bridge.serve.record import READABLE_FORMATS, request_body
+from bridge.serve.redact import MASK
 
 #: Response headers that describe the recorded connection, not the answer: the replay's own
 #: server sets them for its connection.
@@ -62,6 +65,7 @@ class Exchange:
     headers: list[tuple[str, str]] = field(default_factory=list)
     wait: float = 0.0  # seconds from the request to the answer's head
     reads: list[tuple[float, bytes]] = field(default_factory=list)  # (seconds after the head, …)
+    decoded: list[str] = field(default_factory=list)  # content codings the reads are decoded of
     error: str | None = None  # the connection failed (before an answer when status is None)
 
 
@@ -112,8 +116,9 @@ def _exchanges(path: Path, recording: Recording) -> list[Exchange]:
                 raise ValueError(f"{path}:{number}: not a JSON line") from exc
             kind, t = item.get("type"), float(item.get("t", 0.0))
             if kind == "run":
-                if item.get("format") != FORMAT:
-                    raise ValueError(f"{path}: not an {FORMAT} record: {item.get('format')!r}")
+                if item.get("format") not in READABLE_FORMATS:
+                    readable = " or ".join(READABLE_FORMATS)
+                    raise ValueError(f"{path}: not an {readable} record: {item.get('format')!r}")
                 config = item.get("config") or {}
                 url = item.get("upstream_url") or config.get("upstream_url")
                 if url:
@@ -136,6 +141,7 @@ def _exchanges(path: Path, recording: Recording) -> list[Exchange]:
                 if kind == "response":
                     exchange.status = int(item["status"])
                     exchange.headers = [(str(k), str(v)) for k, v in item["headers"]]
+                    exchange.decoded = [str(coding) for coding in item.get("decoded") or ()]
                     exchange.wait = max(0.0, t - began[exchange_id])
                     head[exchange_id] = t
                 elif kind == "read":
@@ -228,11 +234,7 @@ class _Replayed(Response):
             error = {"error": {"message": message, "type": "replayed_connection_error"}}
             await JSONResponse(error, status_code=502)(scope, receive, send)
             return
-        headers = [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in exchange.headers
-            if name.lower() not in _CONNECTION_HEADERS
-        ]
+        headers = _answer_headers(exchange)
         await send({"type": "http.response.start", "status": exchange.status, "headers": headers})
         clock = anyio.current_time()
         for offset, data in exchange.reads:
@@ -244,6 +246,23 @@ class _Replayed(Response):
             # The recorded connection failed mid-answer: so does this one (no end of body).
             raise _RecordedFailure(exchange.error)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _answer_headers(exchange: Exchange) -> list[tuple[bytes, bytes]]:
+    """The recorded headers less the connection's, and less the content codings the recorded
+    reads are already decoded of."""
+    headers: list[tuple[bytes, bytes]] = []
+    for name, value in exchange.headers:
+        lowered = name.lower()
+        if lowered in _CONNECTION_HEADERS:
+            continue
+        if lowered == "content-encoding" and exchange.decoded:
+            codings = [coding.strip() for coding in value.split(",") if coding.strip()]
+            value = ", ".join(c for c in codings if c.lower() not in exchange.decoded)
+            if not value:
+                continue
+        headers.append((lowered.encode("latin-1"), value.encode("latin-1")))
+    return headers
 
 
 class _RecordedFailure(Exception):
@@ -285,7 +304,10 @@ def replay_summary(recording: Recording, base_url: str) -> Iterable[str]:
         yield f"  {key}: {count}"
     if len({json.dumps(config, sort_keys=True) for config in recording.configs}) > 1:
         yield "  the runs were recorded with different settings: this line has the first's"
-    yield f"point a bridge at it: {shlex.join(serve_command(recording, upstream_url))}"
+    command = serve_command(recording, upstream_url)
+    yield f"point a bridge at it: {shlex.join(command)}"
+    if any(MASK in word for word in command):
+        yield f"  (the record keeps no credentials: put yours where it says {MASK})"
 
 
 def serve_command(recording: Recording, upstream_url: str) -> list[str]:
