@@ -57,13 +57,17 @@ typecheck: $(STAMP)
 pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP)
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
+HOSTILE_BENCHMARKS := redaction transcript_fold tool_result_stall firehose
+
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke
 	$(BIN)/python benchmarks/run_all.py --smoke
+	for name in $(HOSTILE_BENCHMARKS); do $(BIN)/python benchmarks/$$name.py --smoke || exit 1; done
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/translate.py
 	$(BIN)/python benchmarks/run_all.py
+	for name in $(HOSTILE_BENCHMARKS); do $(BIN)/python benchmarks/$$name.py || exit 1; done
 
 demo: $(STAMP) $(WEB_DEMO)
 	$(BIN)/agui-bridge demo
