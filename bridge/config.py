@@ -177,6 +177,20 @@ class BridgeConfig:
     reached at start is logged and offers no tools, and ``/health`` says ``degraded``. Any
     other that cannot be reached stops the start."""
 
+    approve: tuple[str, ...] = ()
+    """Server tools that wait for a person's approval before they run, by shell-style
+    patterns on the name they are offered under (``files__write_*``, ``mail__*``, ``*``): a
+    call to one ends the run with an AG-UI interrupt, and the next run's ``resume`` answers it
+    (README "Approving tools"). Frontend tools never wait."""
+
+    secret: str | None = field(default=None, repr=False)
+    """The key that signs interrupts (HMAC-SHA256), at least 16 bytes: bridges that share it
+    accept each other's interrupts. ``None``: the app makes one per process, and interrupts
+    then do not survive a restart or span processes. Never shown in logs or events."""
+
+    approval_timeout: float = 900.0
+    """Seconds a person has to answer an interrupt (its ``expiresAt``)."""
+
     record_dir: str | None = None
     """If set, every run is recorded to a file in this folder: the upstream request (without the
     key), its status, headers and raw bytes as they arrived, and the events sent
@@ -213,6 +227,12 @@ class BridgeConfig:
             raise ValueError("tool_timeout must be positive and max_tool_rounds at least 1")
         if self.max_parallel_tools < 1 or self.tool_threads < 1:
             raise ValueError("max_parallel_tools and tool_threads must be at least 1")
+        if self.approval_timeout <= 0:
+            raise ValueError("approval_timeout must be a positive number of seconds")
+        # 16 bytes: bridge.serve.approvals.MIN_SECRET_BYTES (the config cannot import serve).
+        if self.secret is not None and len(self.secret.encode()) < 16:
+            raise ValueError("the interrupt secret must be at least 16 bytes long")
+        object.__setattr__(self, "approve", tuple(dict.fromkeys(self.approve)))
         object.__setattr__(self, "mcp_optional", tuple(dict.fromkeys(self.mcp_optional)))
         unknown_optional = set(self.mcp_optional) - set(self.mcp_servers)
         if unknown_optional:

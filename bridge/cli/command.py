@@ -255,6 +255,9 @@ def _config(
         max_tool_rounds=args.max_tool_rounds,
         max_parallel_tools=args.max_parallel_tools,
         tool_threads=args.tool_threads,
+        approve=tuple(args.approve),
+        secret=os.environ.get(args.secret_env) or None,
+        approval_timeout=args.approval_timeout,
         record_dir=getattr(args, "record", None),
     )
 

@@ -159,6 +159,30 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="threads that run sync Python tools, shared by all runs (default 8)",
     )
+    tools.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="server tools that wait for a person's approval before they run, by a "
+        "shell-style pattern on their name ('files__write_*', 'mail__*', '*'): the run ends "
+        "with an AG-UI interrupt and the next run's resume answers it (repeatable)",
+    )
+    tools.add_argument(
+        "--secret-env",
+        default="AGUI_BRIDGE_SECRET",
+        metavar="VAR",
+        help="environment variable holding the key that signs interrupts (at least 16 "
+        "bytes; bridges with the same key accept each other's interrupts; default: "
+        "AGUI_BRIDGE_SECRET; unset: one per process, lost at a restart)",
+    )
+    tools.add_argument(
+        "--approval-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="seconds a person has to answer an approval (its expiresAt; default 900)",
+    )
     limits = parser.add_argument_group("reliability and security")
     for flag, kind, default, text in _LIMIT_FLAGS:
         limits.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")

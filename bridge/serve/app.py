@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, asynccontextmanager
@@ -18,6 +19,7 @@ import anyio
 import httpx
 from ag_ui.core import (
     AgentCapabilities,
+    HumanInTheLoopCapabilities,
     IdentityCapabilities,
     Message,
     MultimodalCapabilities,
@@ -40,16 +42,20 @@ from bridge import __version__
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
+from bridge.serve.approvals import new_secret
 from bridge.serve.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
 from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
+from bridge.serve.resume import Approvals, settle_approvals
 from bridge.serve.run import ToolLoop, run_agent
 from bridge.serve.run_input import read_run_input
 from bridge.serve.stream import EventStreamResponse
 from bridge.serve.tools import ServerTools, python_tool
 from bridge.serve.upstream import UpstreamClient
+
+logger = logging.getLogger("agui_bridge")
 
 
 class Bridge:
@@ -69,7 +75,7 @@ class Bridge:
         self.shutting_down = False
         self._stop_runs = anyio.Event()
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
-        self.redactor = Redactor((config.api_key, config.auth_token))
+        self.redactor = Redactor((config.api_key, config.auth_token, config.secret))
         install_log_redaction(self.redactor)
         self.recorder: Recorder | None = None
         if config.record_dir is not None:  # serve --record: each run and its upstream exchange
@@ -83,6 +89,18 @@ class Bridge:
             timeout=config.tool_timeout,
             max_parallel=config.max_parallel_tools,
             redact=self.redactor.redact,
+            approve=config.approve,
+        )
+        # Interrupts are signed, not stored (README "Approving tools"): with no secret given,
+        # one of this process's own, which no other process (nor this one restarted) knows.
+        secret = config.secret.encode() if config.secret is not None else new_secret()
+        if config.secret is None and (config.approve or self.tools.any_waits):
+            logger.warning(
+                "no interrupt secret given (--secret-env): approvals use one of this process's "
+                "own, so they do not survive a restart or span processes"
+            )
+        self.approvals = Approvals(
+            secret=secret, timeout=config.approval_timeout, redact=self.redactor.redact
         )
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
@@ -205,13 +223,16 @@ class Bridge:
             else build_chat_request
         )
 
+        waits = self.tools.waits
+
         def build(messages: Sequence[Message]) -> dict[str, Any]:
             conversation = offered
-            if messages is not run_input.messages:
-                conversation = offered.model_copy(update={"messages": list(messages)})
+            settled = settle_approvals(messages, waits)
+            if settled is not run_input.messages:
+                conversation = offered.model_copy(update={"messages": list(settled)})
             return build_request(conversation, self.config, upstream_models)
 
-        return ToolLoop(self.tools, build, self.config.max_tool_rounds)
+        return ToolLoop(self.tools, build, self.config.max_tool_rounds, self.approvals)
 
     async def _frames(
         self, run_input: RunAgentInput, body: dict[str, Any], loop: ToolLoop
@@ -288,6 +309,11 @@ class Bridge:
             tools=ToolsCapabilities(supported=True, client_provided=True, parallel_calls=True),
             reasoning=ReasoningCapabilities(supported=True, streaming=True, encrypted=True),
             multimodal=MultimodalCapabilities(input=MultimodalInputCapabilities(image=True)),
+            # Server tools under approval end a run with an interrupt; the answer may edit the
+            # arguments (editedArgs).
+            human_in_the_loop=HumanInTheLoopCapabilities(interrupts=True, approve_with_edits=True)
+            if self.tools.any_waits
+            else None,
             custom=custom,
         )
         return self.json_response(capabilities.model_dump(by_alias=True, mode="json"))

@@ -241,7 +241,7 @@ def read_resume(
             answers[call.id] = Decision(call, "cancelled")
             continue
         _check_expiry(signed, now)
-        answers[call.id] = _decision(call, entry.payload)
+        answers[call.id] = decision_from(call, entry.payload)
     unanswered = [call.id for call in waiting if call.id not in answers]
     if unanswered:
         raise InterruptUnresolvedError(
@@ -251,7 +251,7 @@ def read_resume(
     return [answers[call.id] for call in waiting]
 
 
-def _decision(call: ToolCall, payload: Any) -> Decision:
+def decision_from(call: ToolCall, payload: Any) -> Decision:
     """A ``resolved`` answer, held to the schema the interrupt announced, and declined when
     it is off it: ``{"approved": "yes"}`` or an approval whose ``editedArgs`` is not an
     object runs nothing (as pydantic-ai reads it). Declined rather than refused with

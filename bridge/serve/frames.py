@@ -18,8 +18,8 @@ What differs between the lines, for every event the bridge emits (README "Client
 event.field                   1.0          0.0.59                       0.0.52         0.0 gets
 ============================  ===========  ===========================  =============  ==========
 RUN_STARTED.protocolVersion   known        unknown, passed through      unknown        omitted
-RUN_FINISHED.outcome          known        strict: pendingToolCallIds   unknown        omitted
-                                           is a ZodError
+RUN_FINISHED.outcome          known        strict: pendingToolCallIds   unknown        interrupt
+                                           is a ZodError; interrupt ok               only
 RUN_FINISHED.usage            known        known                        unknown        kept
 RUN_FINISHED.result           known        known                        known          kept
 RUN_ERROR.code                known        known                        known          kept
@@ -70,9 +70,13 @@ def _without_protocol_version(event: BaseEvent) -> BaseEvent:
 
 
 def _without_outcome(event: BaseEvent) -> BaseEvent:
-    # 0.0.59's outcome is `{type: "success"}` exactly (zod .strict()): pendingToolCallIds, the
-    # 1.0 field that lists the frontend's calls, fails the whole run. The 0.0.x clients find
-    # their pending calls in the messages, as they always did.
+    # 0.0.59's success outcome is `{type: "success"}` exactly (zod .strict()):
+    # pendingToolCallIds, the 1.0 field that lists the frontend's calls, fails the whole run.
+    # The 0.0.x clients find their pending calls in the messages, as they always did. Its
+    # interrupt outcome (`{type: "interrupt", interrupts}`) is 1.0's: it goes out as it is.
+    outcome = getattr(event, "outcome", None)
+    if getattr(outcome, "type", None) == "interrupt":
+        return event
     return event.model_copy(update={"outcome": None})
 
 

@@ -4,7 +4,12 @@ RUN_FINISHED (usage, pending frontend tool calls) or RUN_ERROR (readable message
 With server tools (``ToolLoop``) one run may hold several model turns: when the model calls
 server tools, they run here, each answered with TOOL_CALL_RESULT, and the model's next turn
 streams in the same run, until it answers, calls frontend tools (the run ends with them
-pending, after the turn's server calls ran), or the rounds run out."""
+pending, after the turn's server calls ran), or the rounds run out.
+
+A call to a server tool under approval is not run: the turn's other server calls run, and the
+run ends with RUN_FINISHED whose outcome is an interrupt per waiting call. The next run answers
+them in ``resume``: the answered calls' results come first (the approved ones run), then the
+model's turn goes on as in the loop (``bridge.serve.resume``)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from ag_ui.core import (
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     TokenUsage,
@@ -32,6 +38,8 @@ from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
+from bridge.serve.approvals import InterruptError, InterruptInvalidError, new_secret
+from bridge.serve.resume import Approvals, resumed_results
 from bridge.serve.stream import READ_BURST
 from bridge.serve.tools import ServerTools
 from bridge.serve.transcript import Transcript
@@ -55,11 +63,14 @@ class ToolRoundsExceededError(BridgeError):
 @dataclass(frozen=True)
 class ToolLoop:
     """What a run needs to run server tools and go on: the tools, how to build the next
-    request from the whole conversation, and the most rounds of server calls in one run."""
+    request from the whole conversation, the most rounds of server calls in one run, and how
+    calls that wait for a person are signed and checked (``None``: a secret of the loop's own,
+    so that no call under approval ever runs unapproved)."""
 
     tools: ServerTools
     build: Callable[[Sequence[Message]], dict[str, Any]]
     max_rounds: int = 16
+    approvals: Approvals | None = None
 
 
 async def run_agent(
@@ -83,6 +94,30 @@ async def run_agent(
     transcript = Transcript()
     usage: list[TokenUsage] = []
     rounds = 0
+    approvals = None
+    if loop is not None:
+        approvals = loop.approvals or Approvals(secret=new_secret())
+        try:
+            decisions = approvals.decisions(run_input, loop.tools.waits)
+        except InterruptError as exc:  # nothing is run
+            yield [_error(run_input, exc)]
+            return
+        if decisions:  # the answers to the last run's interrupts: their calls' results first
+            async with aclosing(resumed_results(decisions, loop.tools)) as results:
+                async for result in results:
+                    transcript.add([result])
+                    yield [result]
+            next_body = _next_body(loop, run_input, transcript)
+            if next_body is None:
+                yield [
+                    _error(run_input, InternalError("the bridge failed while handling this run"))
+                ]
+                return
+            body = next_body
+    elif run_input.resume:
+        error = InterruptInvalidError("this bridge has no tool calls waiting for approval")
+        yield [_error(run_input, error)]
+        return
     while True:
         turn = _Turn(body, upstream, options, api, run_input.run_id)
         async with aclosing(turn.events()) as batches:
@@ -108,21 +143,40 @@ async def run_agent(
             yield [_error(run_input, ToolRoundsExceededError(message))]
             return
         rounds += 1
+        assert approvals is not None
+        waiting = [call for call in served if loop.tools.waits(call.function.name)]
         await _flush_written()
-        async with aclosing(loop.tools.run(served)) as results:
+        held = {call.id for call in waiting}
+        runnable = [call for call in served if call.id not in held]
+        async with aclosing(loop.tools.run(runnable)) as results:
             async for result in results:
                 transcript.add([result])
                 yield [result]
         frontend = [call.id for call in calls if call.function.name not in loop.tools]
+        if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
+            interrupt = approvals.outcome(run_input.thread_id, waiting)
+            yield [_finished(run_input, outcome, usage, (), interrupt)]
+            return
         if frontend:  # the frontend runs its calls and comes back with a run of its own
             yield [_finished(run_input, outcome, usage, frontend)]
             return
-        try:
-            body = loop.build([*run_input.messages, *transcript.messages])
-        except Exception:
-            logger.exception("run %s: the next request could not be built", run_input.run_id)
+        next_body = _next_body(loop, run_input, transcript)
+        if next_body is None:
             yield [_error(run_input, InternalError("the bridge failed while handling this run"))]
             return
+        body = next_body
+
+
+def _next_body(
+    loop: ToolLoop, run_input: RunAgentInput, transcript: Transcript
+) -> dict[str, Any] | None:
+    """The next request: the client's messages and the run's since; ``None`` (logged) when it
+    cannot be built."""
+    try:
+        return loop.build([*run_input.messages, *transcript.messages])
+    except Exception:
+        logger.exception("run %s: the next request could not be built", run_input.run_id)
+        return None
 
 
 class _Turn:
@@ -200,6 +254,7 @@ def _finished(
     outcome: TurnOutcome,
     usage: list[TokenUsage],
     pending: Sequence[str],
+    interrupt: RunFinishedInterruptOutcome | None = None,
 ) -> RunFinishedEvent:
     result: dict[str, Any] | None = None
     if outcome.finish_reason:
@@ -213,5 +268,6 @@ def _finished(
         result=result,
         usage=usage or None,  # one entry per model turn of the run
         # Only the frontend's calls are left to it: the server's have their results already.
-        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=list(pending)) if pending else None,
+        outcome=interrupt
+        or (RunFinishedSuccessOutcome(pending_tool_call_ids=list(pending)) if pending else None),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import inspect
 import json
 import logging
@@ -21,7 +22,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Itera
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 import anyio.to_thread
 import pydantic
@@ -30,6 +31,7 @@ from ag_ui.core import Tool, ToolCall, ToolCallResultEvent
 
 from bridge.core.emitter import IdFactory, random_id
 from bridge.core.encode import encode_event
+from bridge.serve.approvals import needs_approval
 from bridge.serve.history import tool_result_text
 from bridge.serve.redact import MIN_PIECE
 
@@ -63,24 +65,47 @@ class ToolError(Exception):
 @dataclass(frozen=True)
 class ServerTool:
     """One tool the bridge runs: ``invoke`` takes the call's JSON arguments as the model wrote
-    them and returns the text the model reads; it raises ``ToolError`` for a readable failure."""
+    them and returns the text the model reads; it raises ``ToolError`` for a readable failure.
+    ``approve``: a call waits for a person's approval (as if ``--approve`` named the tool)."""
 
     name: str
     description: str
     parameters: dict[str, Any]
     invoke: Callable[[str], Awaitable[str]]
+    approve: bool = False
 
     def definition(self) -> Tool:
         """The tool as it is offered to the model, beside the frontend's."""
         return Tool(name=self.name, description=self.description, parameters=self.parameters)
 
 
-def python_tool(function: Callable[..., Any], *, threads: Executor | None = None) -> ServerTool:
+#: The attribute ``requires_approval`` sets on a function.
+_APPROVAL_MARK = "__agui_requires_approval__"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def requires_approval(function: _F) -> _F:
+    """Mark a Python tool as one that waits for a person's approval before each call runs
+    (``@requires_approval`` over the function given to ``create_app(tools=[...])``)."""
+    setattr(function, _APPROVAL_MARK, True)
+    return function
+
+
+def python_tool(
+    function: Callable[..., Any],
+    *,
+    threads: Executor | None = None,
+    approve: bool | None = None,
+) -> ServerTool:
     """A Python function (sync or async) as a server tool: its name, its docstring's first
     paragraph as the description, its parameters' type hints and defaults (and their
     ``Args:`` lines) as the JSON schema. The return value goes to the model as ``result_text``
     writes it. ``threads``: where a sync function runs (an app's pool of ``tool_threads``;
-    by default a small pool of this module's)."""
+    by default a small pool of this module's). ``approve``: each call waits for a person
+    (by default, whether the function is marked with ``requires_approval``)."""
+    if approve is None:
+        approve = bool(getattr(function, _APPROVAL_MARK, False))
     name = function.__name__
     if not TOOL_NAME.match(name):
         raise ValueError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
@@ -117,7 +142,7 @@ def python_tool(function: Callable[..., Any], *, threads: Executor | None = None
             result = await asyncio.get_running_loop().run_in_executor(pool, call)
         return result_text(result)
 
-    return ServerTool(name, summary, schema, invoke)
+    return ServerTool(name, summary, schema, invoke, approve=approve)
 
 
 def _shared_threads() -> ThreadPoolExecutor:
@@ -147,9 +172,12 @@ class ServerTools:
         max_parallel: int = 16,
         redact: Callable[[str], str] = str,
         new_id: IdFactory = random_id,
+        approve: Iterable[str] = (),
     ) -> None:
         self.timeout = timeout
         self.max_parallel = max_parallel
+        #: Patterns of the tools whose calls wait for a person (``BridgeConfig.approve``).
+        self.approve = tuple(approve)
         self._tools: dict[str, ServerTool] = {}
         self._redact = redact
         self._new_id = new_id
@@ -169,6 +197,51 @@ class ServerTools:
 
     def definitions(self) -> list[Tool]:
         return [tool.definition() for tool in self._tools.values()]
+
+    def waits(self, name: str) -> bool:
+        """Whether a call to this tool waits for a person's approval (not a tool of ours:
+        never: the frontend's tools are the frontend's business)."""
+        tool = self._tools.get(name)
+        return tool is not None and (tool.approve or needs_approval(name, self.approve))
+
+    @property
+    def any_waits(self) -> bool:
+        return any(self.waits(name) for name in self._tools)
+
+    def invalid_arguments(self, name: str, arguments: str) -> str | None:
+        """What is wrong with ``arguments`` for this tool by its JSON schema (a person's
+        edit of a call), or ``None``. Python tools check their own arguments again (pydantic,
+        constraints and all); the schema is checked here when ``jsonschema`` is installed
+        (it comes with the MCP SDK, the other kind of tool)."""
+        try:
+            value = json_arguments(arguments)
+        except ToolError as exc:
+            return str(exc)
+        try:
+            jsonschema = importlib.import_module("jsonschema")
+        except ImportError:
+            return None
+        schema = self._tools[name].parameters
+        try:
+            errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=str)
+        except Exception:  # a schema the validator cannot read: the tool checks for itself
+            return None
+        if not errors:
+            return None
+        return "; ".join(
+            f"{'.'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message}"
+            for error in errors[:5]
+        )
+
+    async def answer(self, call_id: str, content: str) -> ToolCallResultEvent:
+        """A result for a call that did not run (a person declined it, an invalid edit):
+        made ready as a tool's own result is."""
+        event = ServerToolResult(
+            message_id=self._new_id("msg"), tool_call_id=call_id, role="tool", content=""
+        )
+        if len(content) < BIG_RESULT:
+            return event.ready(content, self._redact)
+        return await anyio.to_thread.run_sync(event.ready, content, self._redact)
 
     async def run(self, calls: Sequence[ToolCall]) -> AsyncGenerator[ToolCallResultEvent, None]:
         """Run the calls in parallel, at most ``max_parallel`` at once (the others wait their
@@ -207,12 +280,7 @@ class ServerTools:
         except Exception as exc:  # the tool's own failure: the model reads it, the log has more
             logger.warning("server tool %s failed", name, exc_info=True)
             content = f"Error: {name} failed: {type(exc).__name__}: {exc}"
-        event = ServerToolResult(
-            message_id=self._new_id("msg"), tool_call_id=call.id, role="tool", content=""
-        )
-        if len(content) < BIG_RESULT:
-            return event.ready(content, self._redact)
-        return await anyio.to_thread.run_sync(event.ready, content, self._redact)
+        return await self.answer(call.id, content)
 
 
 class ServerToolResult(ToolCallResultEvent):

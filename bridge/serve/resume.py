@@ -1,0 +1,238 @@
+"""Approvals inside runs (README "Approving tools"): the interrupt that ends a run whose model
+called a server tool under approval, the next run's ``resume`` that answers it, and the
+history as it goes upstream afterwards. The tokens and their checks are ``approvals.py``'s.
+
+A resumed run finds the waiting calls in the history the client sends back: the calls of tools
+under approval in the conversation's last assistant message with no result yet. CopilotKit's
+``useInterrupt`` (1.74) first appends a tool message per call holding the person's answer
+(``JSON.stringify(payload ?? {status: "resolved"})``, or ``{"status": "cancelled"}``): that
+message is the approval, never the tool's result, and never goes upstream as one. When the run
+finishes, CopilotKit keeps only the first tool message per call (``reconcilePendingResults``),
+that approval, and drops the bridge's real result: on later turns such a call still goes
+upstream with a result, a short statement of what happened.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ag_ui.core import (
+    AssistantMessage,
+    FunctionCall,
+    Message,
+    RunAgentInput,
+    RunFinishedInterruptOutcome,
+    ToolCall,
+    ToolCallResultEvent,
+    ToolMessage,
+    UserMessage,
+)
+
+from bridge.serve.approvals import (
+    Decision,
+    decision_from,
+    interrupt_for,
+    read_resume,
+    sign_interrupt,
+)
+from bridge.serve.tools import ServerTools
+
+#: An answer longer than this is no approval payload (those are a few dozen bytes, or an edit).
+_MAX_APPROVAL_CHARS = 64 * 1024
+_APPROVAL_KEYS = frozenset({"approved", "editedArgs", "reason"})
+_STATUS_ONLY = ({"status": "resolved"}, {"status": "cancelled"})
+
+#: What the model reads, on later turns, for a call a person approved (its real result is lost
+#: with CopilotKit, which keeps the approval message instead).
+APPROVED_STATEMENT = (
+    "The user approved this call; its result was given in this conversation's next turn."
+)
+UNANSWERED_STATEMENT = "Not run: this call waited for the user's approval and got no answer."
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Approvals:
+    """How an app signs and checks its interrupts: its secret, how long an answer may take,
+    the redaction the client's copy of the arguments went through, and the clock."""
+
+    secret: bytes = field(repr=False)
+    timeout: float = 900.0
+    redact: Callable[[str], str] = str
+    clock: Callable[[], datetime] = _now
+
+    def outcome(self, thread_id: str, calls: Sequence[ToolCall]) -> RunFinishedInterruptOutcome:
+        """The interrupt outcome for calls that wait: one signed interrupt each. Signed over
+        the arguments as the client will hold them: the frames redact them on the way out."""
+        expires_at = self.clock() + timedelta(seconds=self.timeout)
+        interrupts = []
+        for call in calls:
+            held = call.model_copy(
+                update={
+                    "function": call.function.model_copy(
+                        update={"arguments": self.redact(call.function.arguments)}
+                    )
+                }
+            )
+            token = sign_interrupt(
+                self.secret,
+                thread_id=thread_id,
+                tool_call_id=held.id,
+                tool_name=held.function.name,
+                arguments=held.function.arguments,
+                expires_at=expires_at,
+            )
+            interrupts.append(interrupt_for(held, token, expires_at))
+        return RunFinishedInterruptOutcome(interrupts=interrupts)
+
+    def decisions(self, run_input: RunAgentInput, waits: Callable[[str], bool]) -> list[Decision]:
+        """The person's answers to the calls that wait in this history (none: ``[]``); raises
+        ``InterruptError`` for a resume that cannot be acted on (``read_resume``)."""
+        return read_resume(
+            self.secret,
+            run_input.resume,
+            waiting_calls(run_input.messages, waits),
+            thread_id=run_input.thread_id,
+            now=self.clock(),
+        )
+
+
+def approval_payload(message: ToolMessage) -> dict[str, Any] | None:
+    """The person's answer, when this tool message holds only that (as CopilotKit adds it),
+    else ``None``: ``{"approved": …, "editedArgs"?, "reason"?}`` or ``{"status": "resolved" |
+    "cancelled"}``."""
+    content = message.content
+    if not isinstance(content, str) or len(content) > _MAX_APPROVAL_CHARS:
+        return None
+    if not content.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    if "approved" in value and value.keys() <= _APPROVAL_KEYS:
+        return value
+    return value if value in _STATUS_ONLY else None
+
+
+def waiting_calls(messages: Sequence[Message], waits: Callable[[str], bool]) -> list[ToolCall]:
+    """The calls that wait for a person: calls of tools under approval in the last assistant
+    message since the last user message, with no result (an approval payload is none)."""
+    start = 0
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], UserMessage):
+            start = index + 1
+            break
+    last = None
+    for index in range(len(messages) - 1, start - 1, -1):
+        if isinstance(messages[index], AssistantMessage):
+            last = index
+            break
+    if last is None:
+        return []
+    assistant = messages[last]
+    assert isinstance(assistant, AssistantMessage)
+    answered = {
+        message.tool_call_id
+        for message in messages[last + 1 :]
+        if isinstance(message, ToolMessage) and approval_payload(message) is None
+    }
+    return [
+        call
+        for call in assistant.tool_calls or ()
+        if waits(call.function.name) and call.id not in answered
+    ]
+
+
+def settle_approvals(
+    messages: Sequence[Message], waits: Callable[[str], bool]
+) -> Sequence[Message]:
+    """The history as it goes upstream: approval payloads of calls under approval are not
+    sent as their results; a call with no real result gets a statement of what happened
+    (approved, declined with the reason, cancelled, unanswered), placed after its turn's
+    other results. ``messages`` itself when there is nothing to change."""
+    gated = {
+        call.id: call
+        for message in messages
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls or ()
+        if waits(call.function.name)
+    }
+    if not gated:
+        return messages
+    real: set[str] = set()
+    answers: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.tool_call_id in gated:
+            payload = approval_payload(message)
+            if payload is None:
+                real.add(message.tool_call_id)
+            else:
+                answers.setdefault(message.tool_call_id, payload)
+    if not answers and real.issuperset(gated):
+        return messages
+    out: list[Message] = []
+    owed: list[ToolCall] = []
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id in answers and approval_payload(message) is not None:
+                continue  # the approval, not the result
+            out.append(message)
+            continue
+        out += [_statement(call, answers.get(call.id)) for call in owed]
+        owed = []
+        out.append(message)
+        if isinstance(message, AssistantMessage):
+            owed = [call for call in message.tool_calls or () if call.id in gated]
+            owed = [call for call in owed if call.id not in real]
+    out += [_statement(call, answers.get(call.id)) for call in owed]
+    return out
+
+
+def _statement(call: ToolCall, payload: dict[str, Any] | None) -> ToolMessage:
+    if payload is None:
+        text = UNANSWERED_STATEMENT
+    elif payload == {"status": "cancelled"}:
+        text = Decision(call, "cancelled").refusal or ""
+    else:
+        decision = decision_from(call, payload)
+        text = decision.refusal or APPROVED_STATEMENT
+    return ToolMessage(id=f"{call.id}-approval", tool_call_id=call.id, content=text)
+
+
+async def resumed_results(
+    decisions: Sequence[Decision], tools: ServerTools
+) -> AsyncGenerator[ToolCallResultEvent, None]:
+    """The results of the answered calls, against their own ids: a refusal for each call a
+    person declined or cancelled, a readable error for an invalid edit (the tool not run),
+    and the approved ones run, as a turn's calls are, with the signed (or edited) arguments."""
+    approved: list[ToolCall] = []
+    for decision in decisions:
+        call = decision.call
+        name = call.function.name
+        refusal = decision.refusal
+        if refusal is not None:
+            yield await tools.answer(call.id, refusal)
+            continue
+        arguments = decision.arguments
+        if decision.edited_args is not None:
+            problem = tools.invalid_arguments(name, arguments)
+            if problem is not None:
+                text = f"Error: {name}: the user's edited arguments are invalid: {problem}"
+                yield await tools.answer(call.id, text)
+                continue
+        function = FunctionCall(name=name, arguments=arguments)
+        approved.append(call.model_copy(update={"function": function}))
+    async with aclosing(tools.run(approved)) as results:
+        async for result in results:
+            yield result
