@@ -100,6 +100,40 @@ def test_official_client_with_a_server_tool_and_a_frontend_tool(client: str) -> 
         assert json.dumps(encoded) == json.dumps(as_stored), as_stored["model"]
 
 
+#: The clients that keep interrupts pending and send ``resume`` (0.0.52 knows neither).
+APPROVAL_LINES = ("1.0.0", "0.0.59")
+APPROVAL_MODELS = ("scripted-reasoning-content", PLAIN_MODEL)
+
+
+@pytest.mark.parametrize("client", APPROVAL_LINES)
+def test_official_client_approves_and_denies_a_server_tool(client: str) -> None:
+    """A server tool under approval: the client keeps the interrupt, refuses a run that does
+    not answer it, and resumes with the same thread; approved, the tool runs once and its
+    result answers the original call; denied, the model is told and nothing runs."""
+    sent: list[str] = []
+
+    def send_mail(to: str) -> str:
+        """Send an e-mail."""
+        sent.append(to)
+        return f"mail sent to {to}"
+
+    secret = "node-approvals-Qx7Vb2Kp9Lm4Nz8Rt1"
+    with scripted_stack(tools=[send_mail], approve=("send_mail",), secret=secret) as stack:
+        output = _client_run(
+            stack.bridge_url, APPROVAL_MODELS, client, AGUI_APPROVAL_TOOL="send_mail"
+        )
+        requests = list(stack.upstream_requests)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    assert passed and int(passed.group(1)) == 2 * len(APPROVAL_MODELS), output
+    assert len(sent) == len(APPROVAL_MODELS)  # once per approval, never for a denial
+    # Per test: the run that ended with the interrupt, and the resumed one.
+    assert len(requests) == 2 * 2 * len(APPROVAL_MODELS)
+    resumed = [r for r in requests if _tool_messages(r)]
+    contents = sorted(m["content"] for r in resumed for m in _tool_messages(r))
+    assert contents.count("The user declined: not now") == len(APPROVAL_MODELS)
+    assert sum(c.startswith("mail sent to ") for c in contents) == len(APPROVAL_MODELS)
+
+
 #: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.
 RESPONSES_MODELS = ("scripted-reasoning-content", "scripted-reasoning", PLAIN_MODEL)
 

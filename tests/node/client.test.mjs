@@ -12,6 +12,9 @@
 //   AGUI_SERVER_TOOL the name of a tool the bridge runs itself (e.g. get_time): then only the
 //                    mixed-turn test runs, a server tool and a frontend tool in one turn
 //   AGUI_SERVER_RESULT what that tool returns (a string), if the test may know it
+//   AGUI_APPROVAL_TOOL the name of a server tool under approval (e.g. send_mail): then only the
+//                    approval tests run: two runs each, the interrupt and its resume (approve,
+//                    deny), with a run between them that the client itself refuses
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -150,7 +153,7 @@ async function captureConsole(body) {
  * (a protocol violation), logs a warning, the run takes longer than RUN_TIMEOUT_MS, or the
  * stream carries RUN_ERROR.
  */
-async function run(agent, params) {
+async function run(agent, params, { interrupted = false } = {}) {
   const seen = { events: [], runErrors: [], finished: [], failures: [] };
   const subscriber = {
     onEvent: ({ event }) => {
@@ -195,17 +198,18 @@ async function run(agent, params) {
   const errors = seen.runErrors.map((event) => `${event.code ?? "(no code)"}: ${event.message}`);
   assert.deepEqual(errors, [], `the run ended with RUN_ERROR; events on the wire: ${wire()}`);
   assert.equal(seen.finished.length, 1, `expected one RUN_FINISHED; events on the wire: ${wire()}`);
-  // 0.0.52 hands subscribers no outcome at all; 0.0.59 and 1.0 say "success".
-  assert.ok([undefined, "success"].includes(seen.finished[0].outcome));
+  // 0.0.52 hands subscribers no outcome at all; 0.0.59 and 1.0 say "success" (or "interrupt").
+  if (interrupted) assert.equal(seen.finished[0].outcome, "interrupt");
+  else assert.ok([undefined, "success"].includes(seen.finished[0].outcome));
   // Token usage reaches every line's subscribers on RUN_FINISHED (the scripted model reports it).
   const usage = seen.finished[0].event.usage;
   assert.ok(usage?.[0]?.outputTokens > 0, `no usage on RUN_FINISHED: ${JSON.stringify(usage)}`);
-  assertProtocol(agent);
+  assertProtocol(agent, interrupted);
   return { ...seen, result: captured.value, types: seen.events.map((event) => event.type) };
 }
 
 /** The run's request announced the client's line, and the answer was shaped for it. */
-function assertProtocol(agent) {
+function assertProtocol(agent, interrupted = false) {
   const sent = agent.sentBodies.at(-1);
   const frames = wireFrames(agent.wires.at(-1)?.text ?? "");
   const started = frames.find((frame) => frame.type === EventType.RUN_STARTED);
@@ -216,7 +220,12 @@ function assertProtocol(agent) {
   } else {
     assert.equal(sent.protocolVersion, undefined, `client ${CLIENT} announces no protocol`);
     assert.equal(started.protocolVersion, undefined, "no 1.0 field for a 0.0.x client");
-    assert.equal(finished.outcome, undefined, "no 1.0 outcome for a 0.0.x client");
+    if (interrupted) {
+      // The interrupt outcome is the one a 0.0.59 client knows (and needs): it goes to all.
+      assert.equal(finished.outcome?.type, "interrupt", "the interrupt outcome reaches 0.0.x");
+    } else {
+      assert.equal(finished.outcome, undefined, "no 1.0 outcome for a 0.0.x client");
+    }
   }
 }
 
@@ -272,6 +281,58 @@ function answerOpenCalls(agent) {
   }));
   agent.addMessages(results);
   return { open, results };
+}
+
+const APPROVAL_TOOL = process.env.AGUI_APPROVAL_TOOL;
+const APPROVAL_PROMPT = `Please ${APPROVAL_TOOL} to the team`;
+
+for (const model of APPROVAL_TOOL ? MODELS : []) {
+  describe(`${model}: ${APPROVAL_TOOL} under approval (@ag-ui/client ${CLIENT})`, () => {
+    for (const approved of [true, false]) {
+      const name = approved ? "approved: the tool runs in the resumed run" : "denied: the model is told";
+      test(name, async () => {
+        const agent = newAgent(APPROVAL_PROMPT);
+        const params = { tools: [], forwardedProps: { model } };
+
+        const first = await run(agent, params, { interrupted: true });
+        const [started] = eventsOf(first, EventType.TOOL_CALL_START);
+        assert.equal(started?.toolCallName, APPROVAL_TOOL, `events: ${first.types}`);
+        assert.deepEqual(eventsOf(first, EventType.TOOL_CALL_RESULT), [], "nothing ran yet");
+        const interrupts = first.finished[0].interrupts;
+        assert.equal(interrupts.length, 1);
+        const [interrupt] = interrupts;
+        assert.equal(interrupt.reason, "tool_call");
+        assert.equal(interrupt.toolCallId, started.toolCallId);
+        assert.ok(interrupt.message.startsWith(`Run ${APPROVAL_TOOL}(`), interrupt.message);
+        assert.deepEqual(
+          agent.pendingInterrupts.map((pending) => pending.id),
+          [interrupt.id],
+          "the client keeps the interrupt pending",
+        );
+
+        // A run that leaves it unanswered: the client refuses to send it.
+        await assert.rejects(agent.runAgent(params), /interrupt/);
+        assert.equal(agent.sentBodies.length, 1, "the refused run never reached the bridge");
+
+        const payload = approved ? { approved: true } : { approved: false, reason: "not now" };
+        const resume = [{ interruptId: interrupt.id, status: "resolved", payload }];
+        const second = await run(agent, { ...params, resume });
+        assert.deepEqual(agent.sentBodies[1].resume, resume);
+        assert.deepEqual(eventsOf(second, EventType.TOOL_CALL_START), [], "no new call starts");
+        const results = eventsOf(second, EventType.TOOL_CALL_RESULT);
+        assert.deepEqual(
+          results.map((event) => event.toolCallId),
+          [started.toolCallId],
+          "the result answers the original call",
+        );
+        if (approved) assert.ok(!results[0].content.startsWith("The user declined"));
+        else assert.equal(results[0].content, "The user declined: not now");
+        assert.deepEqual(agent.pendingInterrupts, [], "nothing is pending any more");
+        const answer = second.result.newMessages.find((message) => message.role === "assistant");
+        assert.ok(answer?.content.includes(results[0].content), `events: ${second.types}`);
+      });
+    }
+  });
 }
 
 for (const model of SERVER_TOOL ? MODELS : []) {
@@ -356,7 +417,7 @@ for (const model of SERVER_TOOL ? MODELS : []) {
   });
 }
 
-for (const model of SERVER_TOOL ? [] : MODELS) {
+for (const model of SERVER_TOOL || APPROVAL_TOOL ? [] : MODELS) {
   describe(`${model} (@ag-ui/client ${CLIENT})`, () => {
     test("tool calls, then the answer from their results", async () => {
       const agent = newAgent(TOOLS_PROMPT);
