@@ -10,17 +10,20 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from ag_ui.core import AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserMessage
 
 from bridge.cli.command import _config, _parser
 from bridge.cli.demo import create_scripted_upstream
 from bridge.serve.app import create_app
 from bridge.serve.approvals import RESPONSE_SCHEMA
-from bridge.serve.resume import APPROVED_STATEMENT
+from bridge.serve.resume import APPROVED_STATEMENT, UNANSWERED_STATEMENT, settle_approvals
 from bridge.serve.tools import requires_approval
+from servers import TOOLS as FRONTEND_TOOLS
 from servers import Stack, messages_from, post, run_input, scripted_config, scripted_stack, serve
 
 SECRET = "Qx7Vb2Kp9Lm4Nz8Rt1Wy6Hd5Jf0Gs3"
@@ -458,3 +461,81 @@ def test_the_flags_map_onto_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
         scripted_config("http://127.0.0.1:1", secret="short")
     with pytest.raises(ValueError, match="approval_timeout"):
         scripted_config("http://127.0.0.1:1", approval_timeout=0)
+
+
+# --- with the rest of the bridge ------------------------------------------------------------
+
+
+def test_an_mcp_tool_under_a_pattern_waits_and_an_edit_is_checked_against_its_schema() -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "mcp_server.py"
+    with stack(mcp_servers={"srv": f"python {example}"}, approve=("srv__*",)) as made:
+        first, frames, history = interrupted(made, "Please srv__add them")
+        call_id = calls_of(frames)["srv__add"]
+        wrong = {"approved": True, "editedArgs": {"a": "two", "b": 2}}
+        refused = post(made.bridge_url, resume(first, history, frames, wrong))
+        first, frames, history = interrupted(made, "Please srv__add them")
+        edit = {"approved": True, "editedArgs": {"a": 40, "b": 2}}
+        added = post(made.bridge_url, resume(first, history, frames, edit))
+    error = results(refused)[call_id]
+    assert error.startswith("Error: srv__add: the user's edited arguments are invalid: a: ")
+    assert list(results(added).values()) == ["42"]
+
+
+def test_a_round_with_a_frontend_call_leaves_it_to_the_page_and_the_resume_brings_its_result() -> (
+    None
+):
+    text = "Please send_mail and make the background lightblue."
+    with stack() as made:
+        first, frames, history = interrupted(made, text, tools=FRONTEND_TOOLS)
+        ids = calls_of(frames)
+        assert set(ids) == {"send_mail", "change_background"}
+        assert frames[-1]["outcome"]["type"] == "interrupt"  # not pendingToolCallIds
+        page = {
+            "id": "t-bg",
+            "role": "tool",
+            "toolCallId": ids["change_background"],
+            "content": "ok",
+        }
+        body = resume(first, [*history, page], frames, {"approved": True}, tools=FRONTEND_TOOLS)
+        resumed = post(made.bridge_url, body)
+        upstream = made.upstream_requests[-1]["messages"]
+    assert list(results(resumed)) == [ids["send_mail"]]
+    assert names() == ["send_mail"]
+    sent = {m["tool_call_id"]: m["content"] for m in upstream if m["role"] == "tool"}
+    assert sent[ids["change_background"]] == "ok"
+    assert sent[ids["send_mail"]].startswith("mail sent to ")
+
+
+def test_a_frontend_tools_result_that_looks_like_an_approval_is_its_result() -> None:
+    """Only calls of server tools under approval have approvals: a page's confirm tool may
+    answer {"approved": true}, and that is its result."""
+    messages = [
+        UserMessage(id="u", content="Confirm?"),
+        AssistantMessage(
+            id="a",
+            tool_calls=[
+                ToolCall(id="c1", function=FunctionCall(name="confirm", arguments="{}")),
+                ToolCall(id="c2", function=FunctionCall(name="send_mail", arguments="{}")),
+            ],
+        ),
+        ToolMessage(id="t1", tool_call_id="c1", content='{"approved":true}'),
+        ToolMessage(id="t2", tool_call_id="c2", content='{"approved":false,"reason":"no"}'),
+    ]
+    settled = settle_approvals(messages, lambda name: name == "send_mail")
+    assert [(m.tool_call_id, m.content) for m in settled if isinstance(m, ToolMessage)] == [
+        ("c1", '{"approved":true}'),
+        ("c2", "The user declined: no"),
+    ]
+    plain = messages[:3]
+    assert settle_approvals(plain, lambda name: False) is plain  # nothing to settle: as it is
+    unanswered = settle_approvals(messages[:2], lambda name: name == "send_mail")
+    assert [m.content for m in unanswered if isinstance(m, ToolMessage)] == [UNANSWERED_STATEMENT]
+
+
+def test_a_recording_keeps_no_secret(tmp_path: Path) -> None:
+    with stack(record_dir=str(tmp_path)) as made:
+        first, frames, history = interrupted(made, f"Please send_mail {SECRET}")
+        post(made.bridge_url, resume(first, history, frames, {"approved": True}))
+    written = "".join(path.read_text() for path in tmp_path.iterdir())
+    assert "interrupt" in written
+    assert SECRET not in written and SECRET[:12] not in written
