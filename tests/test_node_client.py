@@ -106,10 +106,11 @@ APPROVAL_MODELS = ("scripted-reasoning-content", PLAIN_MODEL)
 
 
 @pytest.mark.parametrize("client", APPROVAL_LINES)
-def test_official_client_approves_and_denies_a_server_tool(client: str) -> None:
+def test_official_client_approves_edits_denies_and_cancels_a_server_tool(client: str) -> None:
     """A server tool under approval: the client keeps the interrupt, refuses a run that does
-    not answer it, and resumes with the same thread; approved, the tool runs once and its
-    result answers the original call; denied, the model is told and nothing runs."""
+    not answer it, and resumes with the same thread; approved (as it was or edited), the tool
+    runs once and its result answers the original call; denied or cancelled, the model is told
+    and nothing runs."""
     sent: list[str] = []
 
     def send_mail(to: str) -> str:
@@ -124,14 +125,16 @@ def test_official_client_approves_and_denies_a_server_tool(client: str) -> None:
         )
         requests = list(stack.upstream_requests)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    assert passed and int(passed.group(1)) == 2 * len(APPROVAL_MODELS), output
-    assert len(sent) == len(APPROVAL_MODELS)  # once per approval, never for a denial
-    # Per test: the run that ended with the interrupt, and the resumed one.
-    assert len(requests) == 2 * 2 * len(APPROVAL_MODELS)
-    resumed = [r for r in requests if _tool_messages(r)]
-    contents = sorted(m["content"] for r in resumed for m in _tool_messages(r))
+    cases = 4  # approved, edited, denied, cancelled (APPROVAL_CASES in client.test.mjs)
+    assert passed and int(passed.group(1)) == cases * len(APPROVAL_MODELS), output
+    # Once per approval, never for a denial or a cancel; the edit's arguments as edited.
+    assert len(sent) == 2 * len(APPROVAL_MODELS)
+    assert sent.count("bob@example.com") == len(APPROVAL_MODELS)
+    # Per case: the run that ended with the interrupt, and the resumed one.
+    assert len(requests) == 2 * cases * len(APPROVAL_MODELS)
+    contents = [m["content"] for r in requests for m in _tool_messages(r)]
     assert contents.count("The user declined: not now") == len(APPROVAL_MODELS)
-    assert sum(c.startswith("mail sent to ") for c in contents) == len(APPROVAL_MODELS)
+    assert sum(c.startswith("mail sent to ") for c in contents) == 2 * len(APPROVAL_MODELS)
 
 
 #: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.

@@ -14,7 +14,7 @@
 //   AGUI_SERVER_RESULT what that tool returns (a string), if the test may know it
 //   AGUI_APPROVAL_TOOL the name of a server tool under approval (e.g. send_mail): then only the
 //                    approval tests run: two runs each, the interrupt and its resume (approve,
-//                    deny), with a run between them that the client itself refuses
+//                    edit, deny, cancel), with a run between them that the client refuses
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -286,10 +286,37 @@ function answerOpenCalls(agent) {
 const APPROVAL_TOOL = process.env.AGUI_APPROVAL_TOOL;
 const APPROVAL_PROMPT = `Please ${APPROVAL_TOOL} to the team`;
 
+// How a person answers, and what the model then reads as the call's result (the bridge's
+// tool answers "mail sent to <to>"; the Python side counts the runs of each case).
+const APPROVAL_CASES = [
+  {
+    name: "approved: the tool runs in the resumed run",
+    entry: { status: "resolved", payload: { approved: true } },
+    told: (content) => content.startsWith("mail sent to "),
+  },
+  {
+    name: "approved with edited arguments: the tool runs with them",
+    entry: {
+      status: "resolved",
+      payload: { approved: true, editedArgs: { to: "bob@example.com" } },
+    },
+    told: (content) => content === "mail sent to bob@example.com",
+  },
+  {
+    name: "denied: the model is told, with the reason",
+    entry: { status: "resolved", payload: { approved: false, reason: "not now" } },
+    told: (content) => content === "The user declined: not now",
+  },
+  {
+    name: "cancelled: the model is told, nothing runs",
+    entry: { status: "cancelled" },
+    told: (content) => content.startsWith("The user cancelled this call"),
+  },
+];
+
 for (const model of APPROVAL_TOOL ? MODELS : []) {
   describe(`${model}: ${APPROVAL_TOOL} under approval (@ag-ui/client ${CLIENT})`, () => {
-    for (const approved of [true, false]) {
-      const name = approved ? "approved: the tool runs in the resumed run" : "denied: the model is told";
+    for (const { name, entry, told } of APPROVAL_CASES) {
       test(name, async () => {
         const agent = newAgent(APPROVAL_PROMPT);
         const params = { tools: [], forwardedProps: { model } };
@@ -314,8 +341,7 @@ for (const model of APPROVAL_TOOL ? MODELS : []) {
         await assert.rejects(agent.runAgent(params), /interrupt/);
         assert.equal(agent.sentBodies.length, 1, "the refused run never reached the bridge");
 
-        const payload = approved ? { approved: true } : { approved: false, reason: "not now" };
-        const resume = [{ interruptId: interrupt.id, status: "resolved", payload }];
+        const resume = [{ interruptId: interrupt.id, ...entry }];
         const second = await run(agent, { ...params, resume });
         assert.deepEqual(agent.sentBodies[1].resume, resume);
         assert.deepEqual(eventsOf(second, EventType.TOOL_CALL_START), [], "no new call starts");
@@ -325,8 +351,7 @@ for (const model of APPROVAL_TOOL ? MODELS : []) {
           [started.toolCallId],
           "the result answers the original call",
         );
-        if (approved) assert.ok(!results[0].content.startsWith("The user declined"));
-        else assert.equal(results[0].content, "The user declined: not now");
+        assert.ok(told(results[0].content), `the model read: ${results[0].content}`);
         assert.deepEqual(agent.pendingInterrupts, [], "nothing is pending any more");
         const answer = second.result.newMessages.find((message) => message.role === "assistant");
         assert.ok(answer?.content.includes(results[0].content), `events: ${second.types}`);
