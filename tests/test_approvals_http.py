@@ -4,6 +4,7 @@ was declined; every way a resume can be wrong ends with RUN_ERROR and runs nothi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -539,3 +540,28 @@ def test_a_recording_keeps_no_secret(tmp_path: Path) -> None:
     written = "".join(path.read_text() for path in tmp_path.iterdir())
     assert "interrupt" in written
     assert SECRET not in written and SECRET[:12] not in written
+
+
+def test_a_client_that_goes_away_during_the_approved_tool_cancels_it() -> None:
+    started, cancelled = threading.Event(), threading.Event()
+
+    @requires_approval
+    async def slow_mail(to: str) -> str:
+        """Send an e-mail, slowly."""
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "sent"
+
+    with scripted_stack(tools=[slow_mail], secret=SECRET) as made:
+        first, frames, history = interrupted(made, "Please slow_mail now")
+        body = resume(first, history, frames, {"approved": True})
+        with httpx.stream("POST", made.bridge_url, json=body, timeout=30) as response:
+            for line in response.iter_lines():
+                if "RUN_STARTED" in line:
+                    break
+            assert started.wait(10)
+        assert cancelled.wait(10)
