@@ -8,6 +8,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -565,3 +569,60 @@ def test_a_client_that_goes_away_during_the_approved_tool_cancels_it() -> None:
                     break
             assert started.wait(10)
         assert cancelled.wait(10)
+
+
+# --- several processes ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def demo_process(secret: str | None) -> Iterator[tuple[str, list[str]]]:
+    """``agui-bridge demo --approve get_time``, its secret from the environment: its agent's
+    URL and what it printed before it opened."""
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_BRIDGE_SECRET"}
+    if secret is not None:
+        env["AGUI_BRIDGE_SECRET"] = secret
+    command = [sys.executable, "-m", "bridge", "demo", "--port", "0", "--log-level", "warning"]
+    process = subprocess.Popen(
+        [*command, "--approve", "get_*", "--pace", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        printed: list[str] = []
+        while not (
+            found := re.search(
+                r"open (http://127\.0\.0\.1:\d+)/ ", line := process.stdout.readline()
+            )
+        ):
+            assert line, printed
+            printed.append(line)
+        yield f"{found.group(1)}/agent", printed
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def test_two_processes_with_one_secret_accept_each_others_interrupts() -> None:
+    """The secret from AGUI_BRIDGE_SECRET (``--secret-env``'s default): an interrupt made by one
+    process is answered in another; a process with no secret says so at start, and refuses."""
+    with (
+        demo_process(SECRET) as (one, _),
+        demo_process(SECRET) as (two, quiet),
+        demo_process(None) as (alone, said),
+    ):
+        first = ask("What time is it?")
+        frames = post(one, first)
+        [interrupt] = frames[-1]["outcome"]["interrupts"]
+        assert interrupt["message"] == "Run get_time({})?"
+        history = [*first["messages"], *messages_from(frames)]
+        body = resume(first, history, frames, {"approved": True})
+        refused = post(alone, body)
+        answered = post(two, body)
+    assert error_of(refused) == "interrupt_invalid"
+    assert list(results(answered)) == [interrupt["toolCallId"]]
+    assert answered[-1]["type"] == "RUN_FINISHED"
+    assert not any("restart" in line for line in quiet)
+    assert sum("do not survive a restart or span processes" in line for line in said) == 1
