@@ -626,3 +626,17 @@ def test_two_processes_with_one_secret_accept_each_others_interrupts() -> None:
     assert answered[-1]["type"] == "RUN_FINISHED"
     assert not any("restart" in line for line in quiet)
     assert sum("do not survive a restart or span processes" in line for line in said) == 1
+
+
+def test_over_the_responses_api_the_approved_result_goes_up_as_the_calls_output() -> None:
+    with stack(upstream_api="responses") as made:
+        first, frames, history = interrupted(made)
+        call_id = calls_of(frames)["send_mail"]
+        answer = {"id": "ck", "role": "tool", "toolCallId": call_id, "content": '{"approved":true}'}
+        body = resume(first, [*history, answer], frames, {"approved": True})
+        resumed = post(made.bridge_url, body)
+        items = made.upstream_requests[-1]["input"]
+    outputs = {i["call_id"]: i["output"] for i in items if i.get("type") == "function_call_output"}
+    assert outputs[call_id].startswith("mail sent to ")
+    assert '"approved"' not in json.dumps(items)
+    assert resumed[-1]["type"] == "RUN_FINISHED"

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import importlib
 import inspect
+import itertools
 import json
 import logging
 import re
@@ -223,14 +224,18 @@ class ServerTools:
             return None
         schema = self._tools[name].parameters
         try:
-            errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=str)
+            # The first few: an edit may hold a million wrong items.
+            errors = list(
+                itertools.islice(jsonschema.Draft202012Validator(schema).iter_errors(value), 5)
+            )
         except Exception:  # a schema the validator cannot read: the tool checks for itself
+            logger.warning("the schema of %s cannot check an edit", name, exc_info=True)
             return None
         if not errors:
             return None
         return "; ".join(
-            f"{'.'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message}"
-            for error in errors[:5]
+            f"{'.'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message[:200]}"
+            for error in errors
         )
 
     async def answer(self, call_id: str, content: str) -> ToolCallResultEvent:
