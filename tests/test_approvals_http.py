@@ -640,3 +640,36 @@ def test_over_the_responses_api_the_approved_result_goes_up_as_the_calls_output(
     assert outputs[call_id].startswith("mail sent to ")
     assert '"approved"' not in json.dumps(items)
     assert resumed[-1]["type"] == "RUN_FINISHED"
+
+
+def test_a_shutdown_during_the_approved_tool_ends_the_run_with_shutting_down() -> None:
+    """The bridge's shutdown (SIGTERM: ``begin_shutdown``) while the approved tool runs: the
+    run ends with RUN_ERROR ``shutting_down`` after the grace, and the tool is cancelled."""
+    cancelled = threading.Event()
+    apps: list[Any] = []
+
+    @requires_approval
+    async def slow_mail(to: str) -> str:
+        """Send an e-mail, slowly."""
+        apps[0].state.bridge.begin_shutdown(0.2)  # as the SIGTERM handler does, on the loop
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "sent"
+
+    upstream_app = create_scripted_upstream()
+    with serve(upstream_app) as upstream_url:
+        config = scripted_config(upstream_url, secret=SECRET)
+        apps.append(create_app(config, tools=[slow_mail]))
+        with serve(apps[0]) as bridge_url:
+            made = Stack(upstream_url, bridge_url, upstream_app, config)
+            first, frames, history = interrupted(made, "Please slow_mail now")
+            body = resume(first, history, frames, {"approved": True})
+            began = time.monotonic()
+            ended = httpx.post(bridge_url, json=body, timeout=30).text
+            took = time.monotonic() - began
+    assert ended.rstrip().endswith('"code":"shutting_down"}')
+    assert "TOOL_CALL_RESULT" not in ended
+    assert cancelled.wait(5) and took < 5
