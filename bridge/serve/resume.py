@@ -193,8 +193,7 @@ def settle_approvals(
         owed = []
         out.append(message)
         if isinstance(message, AssistantMessage):
-            owed = [call for call in message.tool_calls or () if call.id in gated]
-            owed = [call for call in owed if call.id not in real]
+            owed = [c for c in message.tool_calls or () if c.id in gated and c.id not in real]
     out += [_statement(call, answers.get(call.id)) for call in owed]
     return out
 
