@@ -110,7 +110,7 @@ def test_official_client_approves_edits_denies_and_cancels_a_server_tool(client:
     """A server tool under approval: the client keeps the interrupt, refuses a run that does
     not answer it, and resumes with the same thread; approved (as it was or edited), the tool
     runs once and its result answers the original call; denied or cancelled, the model is told
-    and nothing runs."""
+    and nothing runs; a later turn sends the call back with that one result."""
     sent: list[str] = []
 
     def send_mail(to: str) -> str:
@@ -130,11 +130,12 @@ def test_official_client_approves_edits_denies_and_cancels_a_server_tool(client:
     # Once per approval, never for a denial or a cancel; the edit's arguments as edited.
     assert len(sent) == 2 * len(APPROVAL_MODELS)
     assert sent.count("bob@example.com") == len(APPROVAL_MODELS)
-    # Per case: the run that ended with the interrupt, and the resumed one.
-    assert len(requests) == 2 * cases * len(APPROVAL_MODELS)
+    # Per case: the run that ended with the interrupt, the resumed one, and a later turn.
+    assert len(requests) == 3 * cases * len(APPROVAL_MODELS)
     contents = [m["content"] for r in requests for m in _tool_messages(r)]
-    assert contents.count("The user declined: not now") == len(APPROVAL_MODELS)
-    assert sum(c.startswith("mail sent to ") for c in contents) == 2 * len(APPROVAL_MODELS)
+    # Each result goes up twice: in the resumed run and in the later turn.
+    assert contents.count("The user declined: not now") == 2 * len(APPROVAL_MODELS)
+    assert sum(c.startswith("mail sent to ") for c in contents) == 2 * 2 * len(APPROVAL_MODELS)
 
 
 #: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.

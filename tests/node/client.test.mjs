@@ -13,8 +13,8 @@
 //                    mixed-turn test runs, a server tool and a frontend tool in one turn
 //   AGUI_SERVER_RESULT what that tool returns (a string), if the test may know it
 //   AGUI_APPROVAL_TOOL the name of a server tool under approval (e.g. send_mail): then only the
-//                    approval tests run: two runs each, the interrupt and its resume (approve,
-//                    edit, deny, cancel), with a run between them that the client refuses
+//                    approval tests run: the interrupt and its resume (approve, edit, deny,
+//                    cancel), with a run between them that the client refuses, then a later turn
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -355,6 +355,19 @@ for (const model of APPROVAL_TOOL ? MODELS : []) {
         assert.deepEqual(agent.pendingInterrupts, [], "nothing is pending any more");
         const answer = second.result.newMessages.find((message) => message.role === "assistant");
         assert.ok(answer?.content.includes(results[0].content), `events: ${second.types}`);
+
+        // A later turn: the answered call goes back with the result the client kept.
+        agent.addMessage({ id: randomUUID(), role: "user", content: "Thanks, that is all." });
+        const third = await run(agent, params);
+        assert.deepEqual(eventsOf(third, EventType.TOOL_CALL_START), [], `events: ${third.types}`);
+        const kept = agent.sentBodies[2].messages.filter(
+          (message) => message.role === "tool" && message.toolCallId === started.toolCallId,
+        );
+        assert.deepEqual(
+          kept.map((message) => message.content),
+          [results[0].content],
+          "the later turn carries the call's one result",
+        );
       });
     }
   });
