@@ -40,12 +40,14 @@ from bridge.core.translate import (
 if TYPE_CHECKING:
     from bridge.config import BridgeConfig
     from bridge.serve.app import create_app, mount
+    from bridge.serve.tools import requires_approval
 
 #: Names of the serving layer, imported when first asked for: the core alone needs no Starlette.
 _LAZY = {
     "BridgeConfig": "bridge.config",
     "create_app": "bridge.serve.app",
     "mount": "bridge.serve.app",
+    "requires_approval": "bridge.serve.tools",
 }
 
 
@@ -76,5 +78,6 @@ __all__ = [
     "atranslate_chat_stream",
     "create_app",
     "mount",
+    "requires_approval",
     "translate_chat_stream",
 ]

@@ -139,11 +139,12 @@ class Recorder:
 
 
 def recorded_settings(config: BridgeConfig) -> dict[str, Any]:
-    """The bridge's settings as a record's header holds them: without the API key and the auth
-    token; the upstream URL and the MCP servers' URLs and command lines without credentials."""
+    """The bridge's settings as a record's header holds them: without the API key, the auth
+    token and the interrupts' secret; the upstream URL and the MCP servers' URLs and command lines without credentials."""
     settings = dataclasses.asdict(config)
     settings.pop("api_key", None)
     settings.pop("auth_token", None)
+    settings.pop("secret", None)
     settings["upstream_url"] = shown_url(config.upstream_url)
     settings["mcp_servers"] = {
         name: shown_target(target) for name, target in config.mcp_servers.items()
