@@ -18,6 +18,8 @@ from starlette.applications import Starlette
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.cli.demo.dialects import THINK_TAG_TEXT
+from bridge.cli.demo.tools import DEMO_TOOLS
+from servers import Stack, messages_from, post, run_input, scripted_stack
 
 WEATHER_TOOL = {
     "type": "function",
@@ -505,3 +507,55 @@ def test_echoed_text_never_carries_reasoning_tags(client: httpx.Client) -> None:
 def test_pace_must_be_seconds() -> None:
     with pytest.raises(ValueError, match="pace"):
         create_scripted_upstream(pace=-1)
+
+
+# --- the demo's tool that waits for approval ------------------------------------------------
+
+#: The prompt contract other tests (CopilotKit's) rely on: every dialect calls send_email to Alice.
+EMAIL_PROMPT = "Email alice@example.com that the demo works."
+
+
+@pytest.fixture(scope="module")
+def demo_stack() -> Iterator[Stack]:
+    with scripted_stack(tools=DEMO_TOOLS) as made:
+        yield made
+
+
+@pytest.mark.parametrize("model", SCRIPTED_MODELS)
+@pytest.mark.parametrize(
+    ("payload", "answer"),
+    [
+        ({"approved": True}, 'Done: “Sent to alice@example.com: "The demo works"”'),
+        (
+            {"approved": False, "reason": "not now"},
+            "OK, I did not send it: “The user declined: not now”",
+        ),
+    ],
+)
+def test_every_dialect_emails_alice_and_quotes_the_result(
+    demo_stack: Stack, model: str, payload: dict[str, Any], answer: str
+) -> None:
+    first = run_input(
+        [{"id": "u1", "role": "user", "content": EMAIL_PROMPT}], forwardedProps={"model": model}
+    )
+    frames = post(demo_stack.bridge_url, first)
+    [start] = [f for f in frames if f["type"] == "TOOL_CALL_START"]
+    assert start["toolCallName"] == "send_email"
+    arguments = "".join(f["delta"] for f in frames if f["type"] == "TOOL_CALL_ARGS")
+    assert json.loads(arguments) == {
+        "to": "alice@example.com",
+        "subject": "The demo works",
+        "body": "The demo works.",
+    }
+    [interrupt] = frames[-1]["outcome"]["interrupts"]
+    assert interrupt["toolCallId"] == start["toolCallId"]
+    resumed = run_input(
+        [*first["messages"], *messages_from(frames)],
+        threadId=first["threadId"],
+        forwardedProps={"model": model},
+        resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}],
+    )
+    frames = post(demo_stack.bridge_url, resumed)
+    assert frames[-1]["type"] == "RUN_FINISHED", frames[-1]
+    text = "".join(f["delta"] for f in frames if f["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text.strip() == answer

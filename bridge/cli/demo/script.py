@@ -25,6 +25,7 @@ _TOOL_TOPICS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("weather",), ("weather", "temperature", "forecast")),
     (("background", "color", "colour"), ("background", "color", "colour")),
     (("time",), ("time", "clock")),
+    (("mail",), ("email", "e-mail", "mail")),
 )
 _CSS_COLORS = (
     "red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white",
@@ -35,6 +36,9 @@ _CSS_COLORS = (
 _COLOR = re.compile(
     r"#(?:[0-9a-f]{6}|[0-9a-f]{3})\b|\b(?:" + "|".join(_CSS_COLORS) + r")\b", re.IGNORECASE
 )
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+#: "Email alice@example.com that the demo works." → the message is "The demo works."
+_THAT = re.compile(r"\bthat\s+(\S.*)", re.IGNORECASE | re.DOTALL)
 _PLACE_AFTER = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
 #: A user message asking for this gets interleaved thinking: reasoning resumes after text.
 _INTERLEAVE = re.compile(r"\binterleave", re.IGNORECASE)
@@ -155,6 +159,8 @@ def _answer_tool_results(since_user: Sequence[Mapping[str, Any]]) -> Script:
             if _is_map(call) and _is_map(call.get("function")):
                 names[str(call.get("id"))] = str(call["function"].get("name", "tool"))
     results = [m for m in since_user if m.get("role") == "tool"]
+    if len(results) == 1 and "mail" in names.get(str(results[0].get("tool_call_id")), ""):
+        return _answer_mail_result(message_text(results[0]))
     reasoning = (
         f"The tools returned {len(results)} result{'s' if len(results) != 1 else ''}. "
         "I will answer with what they said, quoting them."
@@ -165,6 +171,20 @@ def _answer_tool_results(since_user: Sequence[Mapping[str, Any]]) -> Script:
     ]
     answer = "Here is what the tools returned:\n\n" + "\n".join(lines)
     return Script(tokenize(reasoning), tokenize(answer))
+
+
+def _answer_mail_result(result: str) -> Script:
+    """After a mail tool that waited for a person: sent, or not (declined, or an error)."""
+    if result.startswith("The user declined"):
+        reasoning, answer = (
+            "The user declined the email.",
+            f"OK, I did not send it: {_quote(result)}",
+        )
+    elif result.startswith("Error"):
+        reasoning, answer = "The email failed.", f"The email was not sent: {_quote(result)}"
+    else:
+        reasoning, answer = "The email went out.", f"Done: {_quote(result)}"
+    return Script(tokenize(reasoning + " I will say so, quoting the result."), tokenize(answer))
 
 
 _OPENERS = ("Good question", "Happy to help", "Here is a short answer")
@@ -259,7 +279,22 @@ def _string_for(name: str, user_text: str, anchor: int) -> str:
         return "UTC"
     if any(word in name for word in ("city", "location", "place", "town", "country", "where")):
         return _find_place(user_text, anchor) or "Paris"
+    if name in ("to", "recipient", "recipients", "email", "address"):
+        found = _EMAIL.search(user_text)
+        return found.group(0) if found else "alice@example.com"
+    if name in ("subject", "title"):
+        return _mail_body(user_text).rstrip(".!") or "Hello"
+    if name in ("body", "message", "text", "content"):
+        return _mail_body(user_text)
     return _clean(" ".join(user_text.split())[:40]) or "example"
+
+
+def _mail_body(user_text: str) -> str:
+    """What to write: the words after "that" ("… that the demo works." → "The demo works.")."""
+    match = _THAT.search(user_text)
+    said = " ".join(match.group(1).split())[:80] if match else "Hello from the agui-bridge demo."
+    said = _clean(said[:1].upper() + said[1:])
+    return said if said.endswith((".", "!", "?")) else said + "."
 
 
 def _find_place(user_text: str, anchor: int) -> str | None:
