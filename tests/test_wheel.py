@@ -100,9 +100,13 @@ def _demo(program: Path, *, cwd: Path, env: dict[str, str]) -> Iterator[str]:
     )  # fmt: skip
     try:
         assert process.stdout is not None
-        output = process.stdout.readline()
-        found = re.search(r"open (http://127\.0\.0\.1:\d+)/ ", output)
-        assert found, output + process.stdout.read() if process.poll() is not None else output
+        output = ""
+        for _ in range(5):  # a warning may come first (the demo's approvals have no secret)
+            output += process.stdout.readline()
+            found = re.search(r"open (http://127\.0\.0\.1:\d+)/ ", output)
+            if found:
+                break
+        assert found, output
         yield found.group(1)
     finally:
         process.terminate()
