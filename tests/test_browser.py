@@ -6,8 +6,8 @@ upstream is down and which wants a token, for the error banners), runs the Node 
 them and stops them. Node and
 Chromium are required, not optional: ``make test`` must prove the page works.
 
-``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshot the test took to ``docs/demo.png``, the
-one the README shows.
+``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshots the test took to ``docs/demo.png`` and
+``docs/demo-approval.png`` (an approval card), the ones the README shows.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 WEB_DEMO = ROOT / "web-demo"
 BROWSER_TESTS = ROOT / "tests" / "browser"
 ARTIFACTS = ROOT / "tests" / "artifacts"
-SCREENSHOT = ROOT / "docs" / "demo.png"
-#: What the browser test saves in ARTIFACTS: a finished conversation, on a laptop and a phone.
-SCREENSHOTS = ("demo.png", "demo-phone.png")
+#: The screenshots the README shows, each from ARTIFACTS (with AGUI_UPDATE_SCREENSHOT=1).
+DOCS_SCREENSHOTS = ("demo.png", "demo-approval.png")
+#: What the browser test saves in ARTIFACTS: a finished conversation, on a laptop and a phone,
+#: and an approval card waiting for a person.
+SCREENSHOTS = ("demo.png", "demo-phone.png", "demo-approval.png")
 #: What the page is built from: when one is newer than the build, it is rebuilt.
 WEB_DEMO_SOURCES = ("src", "index.html", "styles.css", "build.mjs", "package-lock.json")
 #: Seconds between the scripted model's tokens: quick runs, and runs slow enough to stop.
@@ -96,8 +98,9 @@ def test_demo_page_in_chromium() -> None:
     for name in SCREENSHOTS:
         assert (ARTIFACTS / name).stat().st_size > 10_000, f"no screenshot {name}"
     if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        shutil.copyfile(ARTIFACTS / "demo.png", SCREENSHOT)
+        (ROOT / "docs").mkdir(exist_ok=True)
+        for name in DOCS_SCREENSHOTS:
+            shutil.copyfile(ARTIFACTS / name, ROOT / "docs" / name)
 
 
 @contextmanager

@@ -5,7 +5,7 @@
 //   SLOW_DEMO_URL  `agui-bridge demo` with a slow pace: live streaming, and the stop button
 //   DOWN_URL       `agui-bridge serve --web-demo` whose upstream is down: the error banner
 //   DOWN_TOKEN     the --auth-token that server wants (AGUI_BRIDGE_AUTH_TOKEN)
-//   ARTIFACTS_DIR  where the screenshots go (demo.png, demo-phone.png)
+//   ARTIFACTS_DIR  where the screenshots go (demo.png, demo-phone.png, demo-approval.png)
 //
 // Every page must run without a console error, warning or uncaught exception.
 
@@ -248,6 +248,144 @@ test("a server tool and a frontend tool in one turn: both cards complete, then t
     assert.equal(types.filter((type) => type === "RUN_STARTED").length, 2, "two runs");
     assert.equal(types.filter((type) => type === "TOOL_CALL_RESULT").length, 1);
     assert.ok(types.indexOf("TOOL_CALL_RESULT") < types.indexOf("RUN_FINISHED"));
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+// --- approvals: the demo's send_email waits for a person (an AG-UI interrupt) -------------------
+
+const EMAIL_PROMPT = "Email alice@example.com that the demo works.";
+const SENT_TO_ALICE = 'Sent to alice@example.com: "The demo works"';
+
+/** Asks for the email and waits for its approval card; returns the card's locator. */
+async function askForEmail(page) {
+  await page.locator(`[data-testid=suggestion][data-prompt="${EMAIL_PROMPT}"]`).click();
+  const card = page.locator("[data-testid=approval-card][data-state=waiting]");
+  await card.waitFor({ timeout: 20_000 });
+  await page.waitForFunction(
+    () => document.querySelector("[data-testid=run-status]").dataset.state === "approval",
+  );
+  return card;
+}
+
+const emailCard = (page) => page.locator("[data-testid=tool-card][data-tool-name=send_email]");
+
+/** The turn's last answer, once the resumed run has finished. */
+async function finalAnswer(page) {
+  await idle(page);
+  return page.getByTestId("assistant-text").last().textContent();
+}
+
+test("approve: the email card waits, Approve runs it, the answer quotes it", async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    const card = await askForEmail(page);
+    assert.equal(await card.getByTestId("approval-tool").textContent(), "send_email");
+    assert.deepEqual(JSON.parse(await card.getByTestId("approval-args").inputValue()), {
+      to: "alice@example.com",
+      subject: "The demo works",
+      body: "The demo works.",
+    });
+    assert.match(
+      await card.getByTestId("approval-message").textContent(),
+      /^Run send_email\(.*alice@example\.com.*\)\?$/,
+    );
+    const expiry = card.locator("[data-testid=approval-expiry] time");
+    assert.ok(Date.parse(await expiry.getAttribute("datetime")) > Date.now(), "expiresAt");
+    assert.equal(await emailCard(page).getAttribute("data-state"), "waiting");
+    assert.equal(
+      await emailCard(page).getByTestId("tool-status").textContent(),
+      "Waiting for your approval",
+    );
+    // The keyboard is on the card: Tab reaches the arguments, the reason, then the buttons.
+    assert.equal(await card.evaluate((element) => element === document.activeElement), true);
+    assert.equal(await page.getByTestId("stop-button").isVisible(), true);
+    await page.mouse.move(0, 0);
+    await wholePageShot(page, DESKTOP, "demo-approval.png");
+
+    // On a phone the card fits the width.
+    await page.setViewportSize(PHONE);
+    const overflow = await page.evaluate(
+      () => document.scrollingElement.scrollWidth - window.innerWidth,
+    );
+    assert.ok(overflow <= 0, `the phone layout scrolls sideways by ${overflow}px`);
+    await page.setViewportSize(DESKTOP);
+
+    await card.getByTestId("approve-button").focus();
+    await page.keyboard.press("Enter");
+    const answer = await finalAnswer(page);
+    assert.equal(answer.trim(), `Done: “${SENT_TO_ALICE}”`);
+    const done = page.locator("[data-testid=approval-card]");
+    assert.equal(await done.getAttribute("data-state"), "approved");
+    assert.equal(await done.getByTestId("approval-verdict").textContent(), "Approved.");
+    assert.equal(await done.getByTestId("approve-button").isDisabled(), true);
+    assert.equal(await emailCard(page).getAttribute("data-state"), "done");
+    assert.equal(
+      await emailCard(page).getByTestId("tool-status").textContent(),
+      "Done on the server",
+    );
+    assert.equal(await emailCard(page).getByTestId("tool-result").textContent(), SENT_TO_ALICE);
+
+    // The thread goes on: a later turn with the approved call in its history.
+    await send(page, "Hello again");
+    await idle(page);
+    assert.equal(await page.getByTestId("assistant-text").count(), 2);
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+test("deny with a reason: nothing is sent and the answer says it was declined", async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    const card = await askForEmail(page);
+    await card.getByTestId("approval-reason").fill("wrong person");
+    await card.getByTestId("deny-button").click();
+    const answer = await finalAnswer(page);
+    assert.equal(answer.trim(), "OK, I did not send it: “The user declined: wrong person”");
+    const done = page.locator("[data-testid=approval-card]");
+    assert.equal(await done.getAttribute("data-state"), "declined");
+    assert.equal(
+      await done.getByTestId("approval-verdict").textContent(),
+      "Declined: wrong person",
+    );
+    assert.equal(await emailCard(page).getAttribute("data-state"), "cancelled");
+    assert.equal(
+      await emailCard(page).getByTestId("tool-result").textContent(),
+      "The user declined: wrong person",
+    );
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+test("edit the arguments: invalid JSON is refused, the edited address is used", async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    const card = await askForEmail(page);
+    const args = card.getByTestId("approval-args");
+    const original = await args.inputValue();
+    await args.fill("{ not json");
+    await card.getByTestId("approve-button").click();
+    assert.equal(await card.getByTestId("approval-problem").isVisible(), true);
+    assert.equal(await args.getAttribute("aria-invalid"), "true");
+    assert.equal(await card.getAttribute("data-state"), "waiting");
+
+    await args.fill(original.replace("alice@example.com", "bob@example.com"));
+    await card.getByTestId("approve-button").click();
+    const answer = await finalAnswer(page);
+    const sent = 'Sent to bob@example.com: "The demo works"';
+    assert.equal(answer.trim(), `Done: “${sent}”`);
+    assert.equal(await emailCard(page).getByTestId("tool-result").textContent(), sent);
+    assert.equal(
+      await page.getByTestId("approval-verdict").textContent(),
+      "Approved with your edits.",
+    );
     assert.deepEqual(problems, []);
   } finally {
     await close();

@@ -7,7 +7,9 @@ import {
   randomUUID,
   type AgentSubscriber,
   type BaseEvent,
+  type Interrupt,
   type Message,
+  type ResumeEntry,
   type TokenUsage,
   type ToolCall,
 } from "@ag-ui/client";
@@ -21,6 +23,12 @@ const FRONTEND_TOOL_NAMES = new Set(FRONTEND_TOOLS.map((tool) => tool.name));
 /** Tool rounds per user turn: a model that keeps calling tools is stopped here. */
 const MAX_TOOL_ROUNDS = 8;
 
+/** How a run ended for the loop: frontend calls to answer, interrupts to put to the person. */
+interface RunEnd {
+  pending: string[];
+  interrupts: Interrupt[];
+}
+
 /** What the page around the conversation shows; main.ts implements it. */
 export interface ChatHooks {
   /** The model picked, sent as `forwardedProps.model`; undefined leaves it to the server. */
@@ -30,6 +38,8 @@ export interface ChatHooks {
   event(event: BaseEvent): void;
   error(message: string, code: string): void;
   usage(usage: TokenUsage[] | undefined): void;
+  /** The turn waits for the person to answer approval cards. */
+  awaitingApproval(on: boolean): void;
   /** A short line for screen readers (a polite live region). */
   announce(text: string): void;
 }
@@ -39,6 +49,8 @@ export class Chat {
   private stopRequested = false;
   /** The user turn in progress, until it has settled. */
   private turn: Promise<void> | undefined;
+  /** The approval cards waiting for the person, while a turn waits for them. */
+  private stopWaiting: (() => void) | undefined;
 
   constructor(
     private readonly url: string,
@@ -67,6 +79,7 @@ export class Chat {
     if (!this.turn) return;
     this.stopRequested = true;
     this.agent.abortRun();
+    this.stopWaiting?.();
   }
 
   /** Forgets the conversation (after stopping what runs): a new thread. */
@@ -82,14 +95,22 @@ export class Chat {
     const turn = this.view.startTurn(text);
     this.agent.addMessage({ id: randomUUID(), role: "user", content: text });
     try {
+      let resume: ResumeEntry[] | undefined;
       for (let round = 0; ; round += 1) {
-        const pending = await this.runOnce(turn);
-        if (pending.length === 0 || this.stopRequested) break;
+        const { pending, interrupts } = await this.runOnce(turn, resume);
+        resume = undefined;
+        if ((pending.length === 0 && interrupts.length === 0) || this.stopRequested) break;
         if (round === MAX_TOOL_ROUNDS) {
           turn.note(`Stopped after ${MAX_TOOL_ROUNDS} rounds of tool calls.`, "stopped");
           break;
         }
-        this.answerToolCalls(turn, pending);
+        // A round may hold both: the page runs its tools, and the next run brings their
+        // results together with the person's answers.
+        if (pending.length > 0) this.answerToolCalls(turn, pending);
+        if (interrupts.length > 0) {
+          resume = await this.askApproval(turn, interrupts);
+          if (!resume) break;
+        }
       }
     } finally {
       if (this.stopRequested) {
@@ -98,6 +119,8 @@ export class Chat {
       }
       turn.finish();
       this.dropUnansweredToolCalls();
+      // Interrupts left unanswered (the turn was stopped) went with their calls.
+      this.agent.pendingInterrupts = [];
     }
   }
 
@@ -105,12 +128,65 @@ export class Chat {
     return new HttpAgent({ url: this.url, headers: this.headers, threadId: randomUUID() });
   }
 
-  /** One run; the ids of the tool calls it left for the page to answer. */
-  private async runOnce(turn: TurnView): Promise<string[]> {
+  /**
+   * Puts each interrupt to the person as an approval card; the resume entries once every one
+   * is answered, or undefined when the turn was stopped first.
+   */
+  private async askApproval(
+    turn: TurnView,
+    interrupts: Interrupt[],
+  ): Promise<ResumeEntry[] | undefined> {
+    const calls = new Map(this.toolCalls().map((call) => [call.id, call]));
+    const cards = interrupts.map((interrupt) => {
+      const call = interrupt.toolCallId ? calls.get(interrupt.toolCallId) : undefined;
+      return turn.approvalCard({
+        interruptId: interrupt.id,
+        toolCallId: interrupt.toolCallId ?? "",
+        toolName: call?.function.name ?? "tool",
+        args: call?.function.arguments ?? "{}",
+        message: interrupt.message,
+        expiresAt: interrupt.expiresAt,
+      });
+    });
+    cards[0]?.focus();
+    const needs = cards.length === 1 ? "A tool call needs" : `${cards.length} tool calls need`;
+    this.hooks.announce(`${needs} your approval.`);
+    this.hooks.awaitingApproval(true);
+    const stopped = new Promise<undefined>((resolve) => {
+      this.stopWaiting = () => resolve(undefined);
+    });
+    try {
+      const decisions = Promise.all(cards.map((card) => card.decision));
+      const answers = await Promise.race([decisions, stopped]);
+      if (!answers || this.stopRequested) {
+        for (const card of cards) card.abandon();
+        return undefined;
+      }
+      for (const interrupt of interrupts) {
+        if (interrupt.toolCallId) turn.toolCard(interrupt.toolCallId).approvalGiven();
+      }
+      return interrupts.map((interrupt, index) => ({
+        interruptId: interrupt.id,
+        status: "resolved",
+        payload: answers[index],
+      }));
+    } finally {
+      this.stopWaiting = undefined;
+      this.hooks.awaitingApproval(false);
+    }
+  }
+
+  /** One run: the tool calls it left for the page to answer, and its interrupts. */
+  private async runOnce(turn: TurnView, resume?: ResumeEntry[]): Promise<RunEnd> {
     const model = this.hooks.model();
     this.hooks.runStarted(model ?? "server default");
     turn.waiting(true);
     let pending: string[] = [];
+    let interrupts: Interrupt[] = [];
+    // Frontend calls this run started and nothing answered: what an interrupted run leaves
+    // for the page (its RUN_FINISHED names no pending calls).
+    const started: string[] = [];
+    const answered = new Set<string>();
     const subscriber: AgentSubscriber = {
       onEvent: ({ event }) => {
         this.hooks.event(event);
@@ -140,6 +216,7 @@ export class Chat {
         turn.collapseThinking();
         const card = turn.toolCard(event.toolCallId, event.toolCallName);
         if (!FRONTEND_TOOL_NAMES.has(event.toolCallName)) card.runsOnServer();
+        else started.push(event.toolCallId);
         this.hooks.announce(`Calling ${event.toolCallName}.`);
       },
       onToolCallArgsEvent: ({ event }) => {
@@ -154,7 +231,11 @@ export class Chat {
       onToolCallResultEvent: ({ event }) => {
         const content =
           typeof event.content === "string" ? event.content : JSON.stringify(event.content);
-        turn.toolCard(event.toolCallId).setResult(content, content.startsWith("Error:"));
+        answered.add(event.toolCallId);
+        const card = turn.toolCard(event.toolCallId);
+        // A call a person declined: the bridge tells the model so, and ran nothing.
+        if (content.startsWith("The user declined")) card.setDeclined(content);
+        else card.setResult(content, content.startsWith("Error:"));
         this.hooks.announce("A server tool ran.");
       },
       onRunErrorEvent: ({ event }) => {
@@ -167,6 +248,11 @@ export class Chat {
       onRunFinishedEvent: (finished) => {
         this.hooks.usage(finished.event.usage);
         if (finished.outcome === "success") pending = finished.pendingToolCallIds;
+        if (finished.outcome === "interrupt") {
+          interrupts = finished.interrupts;
+          const held = new Set(interrupts.map((interrupt) => interrupt.toolCallId));
+          pending = started.filter((id) => !answered.has(id) && !held.has(id));
+        }
         const result: unknown = finished.event.result;
         if (isRecord(result) && result.truncated === true) {
           const message =
@@ -177,7 +263,11 @@ export class Chat {
     };
     try {
       await this.agent.runAgent(
-        { tools: FRONTEND_TOOLS, forwardedProps: model ? { model } : {} },
+        {
+          tools: FRONTEND_TOOLS,
+          forwardedProps: model ? { model } : {},
+          ...(resume && { resume }),
+        },
         subscriber,
       );
     } catch (error) {
@@ -188,11 +278,11 @@ export class Chat {
         this.hooks.error(message, code);
         turn.note("The run failed.", "error");
       }
-      return [];
+      return { pending: [], interrupts: [] };
     } finally {
       turn.waiting(false);
     }
-    return this.stopRequested ? [] : pending;
+    return this.stopRequested ? { pending: [], interrupts: [] } : { pending, interrupts };
   }
 
   /** Runs the pending tool calls here in the page and adds their results to the conversation. */

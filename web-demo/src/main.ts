@@ -57,6 +57,10 @@ const chat = new Chat(AGENT_URL.href, AUTH_HEADERS, view, {
     modelPicker.disabled = on;
     if (!on && document.activeElement === document.body) prompt.focus();
   },
+  awaitingApproval: (on) => {
+    runStatus.dataset.state = on ? "approval" : "running";
+    runStatus.textContent = on ? "Waiting for your approval…" : "Running… (Esc stops)";
+  },
   runStarted: (label) => inspector.startRun(label),
   event: (event) => inspector.record(event),
   error: showError,

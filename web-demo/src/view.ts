@@ -66,6 +66,15 @@ export class TurnView {
     return this.getOrAdd(this.tools, id, () => new ToolCard(id, name));
   }
 
+  /** A card asking the person to approve a server tool's call (an AG-UI interrupt). */
+  approvalCard(request: ApprovalRequest): ApprovalCard {
+    const card = new ApprovalCard(request);
+    this.tools.get(request.toolCallId)?.waitForApproval();
+    this.hidePending();
+    this.append(card.element);
+    return card;
+  }
+
   /** Folds away the thinking shown so far: the answer (text or a tool call) has started. */
   collapseThinking(): void {
     for (const block of this.thinking.values()) block.collapse();
@@ -206,11 +215,12 @@ export class TextBlock {
   }
 }
 
-type ToolState = "streaming" | "called" | "done" | "error" | "cancelled";
+type ToolState = "streaming" | "called" | "waiting" | "done" | "error" | "cancelled";
 
 const TOOL_STATUS: Record<ToolState, string> = {
   streaming: "Writing arguments…",
   called: "Running in your browser…",
+  waiting: "Waiting for your approval",
   done: "Done",
   error: "Failed",
   cancelled: "Not run",
@@ -293,6 +303,12 @@ export class ToolCard {
     this.setState(failed ? "error" : "done");
   }
 
+  /** A person declined the call: not run, and what the model was told instead. */
+  setDeclined(content: string): void {
+    this.setResult(content, false);
+    this.setState("cancelled");
+  }
+
   /** The bridge runs this tool (it is not one of the page's): its result comes in the run. */
   runsOnServer(): void {
     this.onServer = true;
@@ -300,9 +316,20 @@ export class ToolCard {
     this.setState(this.element.dataset.state as ToolState);
   }
 
+  /** The bridge holds this call until a person approves it. */
+  waitForApproval(): void {
+    this.setState("waiting");
+  }
+
+  /** Approved or declined: the bridge runs it (or tells the model it may not) in the next run. */
+  approvalGiven(): void {
+    if (this.element.dataset.state === "waiting") this.setState("called");
+  }
+
   cancelIfUnanswered(): void {
     const state = this.element.dataset.state;
-    if (state === "streaming" || state === "called") this.setState("cancelled");
+    if (state === "streaming" || state === "called" || state === "waiting")
+      this.setState("cancelled");
   }
 
   private setState(state: ToolState): void {
@@ -318,4 +345,231 @@ function prettyJson(text: string): string {
   } catch {
     return text;
   }
+}
+
+/** What an approval card shows: one interrupt of reason "tool_call". */
+export interface ApprovalRequest {
+  interruptId: string;
+  toolCallId: string;
+  toolName: string;
+  /** The call's arguments as the model wrote them (JSON text). */
+  args: string;
+  message?: string;
+  /** ISO 8601, from the interrupt. */
+  expiresAt?: string;
+}
+
+/** The person's answer: approve (perhaps with edited arguments) or deny (perhaps with a reason). */
+export type ApprovalDecision =
+  | { approved: true; editedArgs?: Record<string, unknown> }
+  | { approved: false; reason?: string };
+
+let approvalCount = 0;
+
+/**
+ * An approval card: the tool, its arguments (editable JSON), the bridge's question, when it
+ * expires, and Approve / Deny (with an optional reason). `decision` settles on a click.
+ */
+export class ApprovalCard {
+  readonly element: HTMLElement;
+  readonly decision: Promise<ApprovalDecision>;
+  private readonly argsBox: HTMLTextAreaElement;
+  private readonly reasonBox: HTMLInputElement;
+  private readonly problem: HTMLElement;
+  private readonly verdict: HTMLElement;
+  private readonly buttons: HTMLButtonElement[];
+  private readonly original: string;
+  private settle: (decision: ApprovalDecision) => void = () => undefined;
+
+  constructor(request: ApprovalRequest) {
+    const n = (approvalCount += 1);
+    const ids = {
+      title: `approval-${n}-title`,
+      args: `approval-${n}-args`,
+      why: `approval-${n}-why`,
+    };
+    this.original = prettyJson(request.args || "{}");
+    this.argsBox = h("textarea", {
+      class: "approval-args",
+      testid: "approval-args",
+      attrs: {
+        id: ids.args,
+        spellcheck: "false",
+        autocomplete: "off",
+        rows: String(Math.min(12, this.original.split("\n").length)),
+      },
+    });
+    this.argsBox.value = this.original;
+    this.reasonBox = h("input", {
+      class: "approval-reason",
+      testid: "approval-reason",
+      attrs: {
+        id: ids.why,
+        type: "text",
+        placeholder: "e.g. not this address",
+        autocomplete: "off",
+      },
+    });
+    this.problem = h("p", {
+      class: "approval-problem",
+      testid: "approval-problem",
+      attrs: { role: "alert" },
+    });
+    this.problem.hidden = true;
+    this.verdict = h("p", { class: "approval-verdict", testid: "approval-verdict" });
+    this.verdict.hidden = true;
+    const approve = h("button", {
+      class: "button approve",
+      testid: "approve-button",
+      text: "Approve",
+      attrs: { type: "button" },
+    });
+    const deny = h("button", {
+      class: "button deny",
+      testid: "deny-button",
+      text: "Deny",
+      attrs: { type: "button" },
+    });
+    this.buttons = [approve, deny];
+    approve.addEventListener("click", () => this.approve());
+    deny.addEventListener("click", () => this.deny());
+    this.reasonBox.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        this.deny();
+      }
+    });
+
+    const expiry = request.expiresAt ? new Date(request.expiresAt) : undefined;
+    const expiryLine =
+      expiry && !Number.isNaN(expiry.getTime())
+        ? h(
+            "p",
+            { class: "approval-expiry", testid: "approval-expiry" },
+            "Expires at ",
+            h("time", {
+              text: expiry.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }),
+              attrs: { datetime: expiry.toISOString() },
+            }),
+            ` (in ${minutesUntil(expiry)})`,
+          )
+        : h("span");
+
+    this.element = h(
+      "section",
+      {
+        class: "approval-card",
+        testid: "approval-card",
+        attrs: {
+          "aria-labelledby": ids.title,
+          "data-state": "waiting",
+          "data-tool-call-id": request.toolCallId,
+          "data-interrupt-id": request.interruptId,
+          tabindex: "-1",
+        },
+      },
+      h(
+        "header",
+        {},
+        h("span", { class: "approval-icon", text: "!", attrs: { "aria-hidden": "true" } }),
+        h(
+          "h3",
+          { attrs: { id: ids.title } },
+          "Approve ",
+          h("code", { testid: "approval-tool", text: request.toolName }),
+          "?",
+        ),
+      ),
+      h("p", {
+        class: "approval-message",
+        testid: "approval-message",
+        text: request.message ?? `Run ${request.toolName}?`,
+      }),
+      h("label", {
+        class: "tool-label",
+        text: "Arguments (JSON, editable)",
+        attrs: { for: ids.args },
+      }),
+      this.argsBox,
+      this.problem,
+      h(
+        "label",
+        { class: "tool-label", text: "Reason if you deny (optional)", attrs: { for: ids.why } },
+      ),
+      this.reasonBox,
+      h("div", { class: "approval-actions" }, approve, deny, expiryLine),
+      this.verdict,
+    );
+    this.decision = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  /** Moves the keyboard to the card, so Tab reaches its fields and buttons next. */
+  focus(): void {
+    this.element.focus({ preventScroll: true });
+  }
+
+  /** No answer will be given (the person stopped the turn). */
+  abandon(): void {
+    if (this.element.dataset.state !== "waiting") return;
+    this.close("abandoned", "Not answered: the turn was stopped.");
+  }
+
+  private approve(): void {
+    let edited: unknown;
+    try {
+      edited = JSON.parse(this.argsBox.value || "{}");
+    } catch (error) {
+      this.complain(`The arguments are not JSON: ${(error as Error).message}`);
+      return;
+    }
+    if (typeof edited !== "object" || edited === null || Array.isArray(edited)) {
+      this.complain("The arguments must be a JSON object.");
+      return;
+    }
+    const changed = JSON.stringify(edited) !== canonical(this.original);
+    this.close("approved", changed ? "Approved with your edits." : "Approved.");
+    this.settle(
+      changed
+        ? { approved: true, editedArgs: edited as Record<string, unknown> }
+        : { approved: true },
+    );
+  }
+
+  private deny(): void {
+    const reason = this.reasonBox.value.trim();
+    this.close("declined", reason ? `Declined: ${reason}` : "Declined.");
+    this.settle(reason ? { approved: false, reason } : { approved: false });
+  }
+
+  private complain(text: string): void {
+    this.problem.textContent = text;
+    this.problem.hidden = false;
+    this.argsBox.setAttribute("aria-invalid", "true");
+    this.argsBox.focus();
+  }
+
+  private close(state: string, text: string): void {
+    this.element.dataset.state = state;
+    this.problem.hidden = true;
+    this.argsBox.removeAttribute("aria-invalid");
+    this.argsBox.readOnly = true;
+    this.reasonBox.readOnly = true;
+    for (const button of this.buttons) button.disabled = true;
+    this.verdict.textContent = text;
+    this.verdict.hidden = false;
+  }
+}
+
+/** JSON text as one line, to compare edits with; the text itself when it is not JSON. */
+function canonical(text: string): string {
+  try {
+    return JSON.stringify(JSON.parse(text));
+  } catch {
+    return text;
+  }
+}
+
+function minutesUntil(when: Date): string {
+  const minutes = Math.max(0, Math.round((when.getTime() - Date.now()) / 60000));
+  return minutes === 1 ? "1 minute" : `${minutes} minutes`;
 }
