@@ -392,6 +392,29 @@ test("edit the arguments: invalid JSON is refused, the edited address is used", 
   }
 });
 
+test("Stop while the card waits: the call is not run, and the next turn works", async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    const card = await askForEmail(page);
+    await page.keyboard.press("Escape");
+    await idle(page);
+    assert.equal(await card.count(), 0, "the card still waits");
+    const left = page.locator("[data-testid=approval-card]");
+    assert.equal(await left.getAttribute("data-state"), "abandoned");
+    assert.equal(await left.getByTestId("approve-button").isDisabled(), true);
+    assert.equal(await emailCard(page).getAttribute("data-state"), "cancelled");
+    assert.equal(await page.getByTestId("turn-note").last().textContent(), "Stopped.");
+
+    await send(page, "Hello again");
+    await idle(page);
+    assert.equal(await page.getByTestId("assistant-text").count(), 1);
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
 describe("every scripted model: thinking, two frontend tools, the answer from their results", () => {
   for (const model of MODELS) {
     test(model, { timeout: 30_000 }, async () => {
