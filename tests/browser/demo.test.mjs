@@ -392,6 +392,25 @@ test("edit the arguments: invalid JSON is refused, the edited address is used", 
   }
 });
 
+test("a frontend tool in the interrupted round runs; its result goes with the resume", async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  try {
+    await send(page, "Email alice@example.com that the background is lightblue.");
+    const card = page.locator("[data-testid=approval-card][data-state=waiting]");
+    await card.waitFor({ timeout: 20_000 });
+    const background = page.locator("[data-testid=tool-card][data-tool-name=change_background]");
+    assert.equal(await background.getAttribute("data-state"), "done");
+    await card.getByTestId("approve-button").click();
+    const answer = await finalAnswer(page);
+    assert.ok(answer.includes("Sent to alice@example.com"), answer);
+    assert.ok(answer.includes("lightblue"), answer);
+    assert.equal(await emailCard(page).getAttribute("data-state"), "done");
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
 test("Stop while the card waits: the call is not run, and the next turn works", async () => {
   const { page, problems, close } = await openPage(DEMO_URL);
   try {
