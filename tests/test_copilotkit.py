@@ -3,13 +3,18 @@
 Debian's Chromium, for several scripted models, through CopilotRuntime and directly.
 
 This test builds the example when needed, starts a scripted stack (upstream + bridge, the bridge
-open to the example's origin for the direct wiring, with one server tool: ``get_time``) and the
-example's server, runs the Node test, then checks what the upstream received: the tool loop's
-follow-up and the second turn carried the history CopilotKit kept (reasoning, tool calls, tool
-results, the answer); in the mixed turn, the bridge's result came back before the page's. A turn of
-interleaved thinking (reasoning, text, reasoning again, text again) shows in the order produced.
+open to the example's origin for the direct wiring, with two server tools: ``get_time`` and the
+demo's ``send_email``, which waits for approval) and the example's server, runs the Node test, then
+checks what the upstream received: the tool loop's follow-up and the second turn carried the
+history CopilotKit kept (reasoning, tool calls, tool results, the answer); in the mixed turn, the
+bridge's result came back before the page's. A turn of interleaved thinking (reasoning, text,
+reasoning again, text again) shows in the order produced. In the approval conversation (approved
+on the card, then another call denied, then a third turn), the resumed runs sent the tool's result
+or the refusal upstream, and the third turn sent each call with one answer: the statement the
+bridge puts in place of CopilotKit's ``{"approved": …}`` message, never that message.
 
-``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshot the test took to ``docs/copilotkit.png``.
+``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshots the test took to ``docs/copilotkit.png``
+and ``docs/copilotkit-approval.png``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any
 import httpx
 import pytest
 
+from bridge.cli.demo.tools import send_email
+from bridge.serve.resume import APPROVED_STATEMENT
 from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import ASK_TOOLS, free_port, scripted_stack
 
@@ -39,6 +46,7 @@ EXAMPLE = ROOT / "examples" / "copilotkit"
 BROWSER_TESTS = ROOT / "tests" / "browser"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 SCREENSHOT = ROOT / "docs" / "copilotkit.png"
+APPROVAL_SCREENSHOT = ROOT / "docs" / "copilotkit-approval.png"
 #: What the example's page is built from: when one is newer than the build, it is rebuilt.
 EXAMPLE_SOURCES = ("src", "index.html", "build.mjs", "package-lock.json")
 #: The models run in both wirings: reasoning in either field, in tags, in both (deepseek-legacy),
@@ -63,11 +71,18 @@ TOOL_CALLS = [("get_weather", {"city": "Paris"}), ("change_background", {"color"
 MIXED_MODELS = ("scripted-reasoning-content", "scripted-hermes-text")
 MIXED_PROMPT = "What time is it? And make the background lightblue."
 MIXED_CALLS = [("change_background", {"color": "lightblue"}), ("get_time", {})]
-OFFERED = ["change_background", "get_time", "get_weather"]
+OFFERED = ["change_background", "get_time", "get_weather", "send_email"]
 #: Models that also run a turn of interleaved thinking (both wirings): reasoning, text, reasoning
 #: again, text again, each shown in the order produced. Reasoning in a field, and in tags.
 INTERLEAVED_MODELS = ("scripted-reasoning-content", "scripted-think-tags")
 INTERLEAVE_PROMPT = "Please interleave your thinking."
+#: Models that also run the approval conversation (both wirings): send_email approved on the card,
+#: another one denied with a reason, then a third turn. Tool calls as calls and as text.
+APPROVAL_MODELS = ("scripted-reasoning-content", "scripted-hermes-text")
+EMAIL_PROMPT = "Email alice@example.com that the demo works."
+EMAIL_SENT = 'Sent to alice@example.com: "The demo works"'
+DENIED_PROMPT = "Email bob@example.com that the demo is late."
+DECLINED = "The user declined: not to Bob"
 
 
 def get_time() -> str:
@@ -85,14 +100,15 @@ def test_copilotkit_example_in_chromium() -> None:
     require_chromium()
     _build_example()
     _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
-    (ARTIFACTS / "copilotkit.png").unlink(missing_ok=True)
+    for name in ("copilotkit.png", "copilotkit-approval.png"):
+        (ARTIFACTS / name).unlink(missing_ok=True)
 
     app_port = free_port()
     app_origin = f"http://127.0.0.1:{app_port}"
     with (
         # Every turn's reasoning goes upstream, so the second turn shows what CopilotKit sent back.
         scripted_stack(
-            cors_origins=(app_origin,), reasoning_scope="all", tools=[get_time]
+            cors_origins=(app_origin,), reasoning_scope="all", tools=[get_time, send_email]
         ) as stack,
         _example_server(stack.bridge_url, app_port),
     ):
@@ -103,6 +119,7 @@ def test_copilotkit_example_in_chromium() -> None:
             "MIXED_MODELS": ",".join(MIXED_MODELS),
             "REASONING_FREE": ",".join(REASONING_FREE),
             "INTERLEAVED_MODELS": ",".join(INTERLEAVED_MODELS),
+            "APPROVAL_MODELS": ",".join(APPROVAL_MODELS),
             "ARTIFACTS_DIR": str(ARTIFACTS),
         }
         output = run(
@@ -118,7 +135,8 @@ def test_copilotkit_example_in_chromium() -> None:
         if not re.search(rf"^{line}$", output, re.MULTILINE):
             pytest.fail(f"the CopilotKit test did not report {line!r}:\n{output}", pytrace=False)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    cases = (len(MODELS) + len(MIXED_MODELS) + len(INTERLEAVED_MODELS)) * len(WIRINGS)
+    cases = len(MODELS) + len(MIXED_MODELS) + len(INTERLEAVED_MODELS) + len(APPROVAL_MODELS)
+    cases *= len(WIRINGS)
     if not passed or int(passed.group(1)) != cases:
         pytest.fail(f"the CopilotKit test did not pass every case:\n{output}", pytrace=False)
 
@@ -137,10 +155,17 @@ def test_copilotkit_example_in_chromium() -> None:
         # One request per wiring: the whole turn is one model response, nothing follows it.
         expected = [["user"]] * len(WIRINGS) if model in INTERLEAVED_MODELS else []
         assert [_roles(r) for r in interleaved] == expected, model
+        emails = [r for r in asked if _question(r) == EMAIL_PROMPT]
+        if model in APPROVAL_MODELS:
+            _check_approvals(model, emails)
+        else:
+            assert emails == [], model
 
     assert (ARTIFACTS / "copilotkit.png").stat().st_size > 10_000, "no screenshot"
+    assert (ARTIFACTS / "copilotkit-approval.png").stat().st_size > 10_000, "no approval screenshot"
     if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
         shutil.copyfile(ARTIFACTS / "copilotkit.png", SCREENSHOT)
+        shutil.copyfile(ARTIFACTS / "copilotkit-approval.png", APPROVAL_SCREENSHOT)
 
 
 def test_copilotkit_example_typechecks() -> None:
@@ -226,6 +251,48 @@ def _check_mixed_turn(model: str, requests: list[dict[str, Any]]) -> None:
         assert json.loads(frontend["content"]) == {"background": "lightblue"}
         if model not in REASONING_FREE:
             assert "I will call change_background" in calling.get("reasoning_content", ""), calling
+
+
+def _check_approvals(model: str, requests: list[dict[str, Any]]) -> None:
+    """Per wiring, five requests: the email (interrupted: the bridge ran nothing and asked the
+    model nothing more), its resumed run (the tool's result upstream, not CopilotKit's approval),
+    the second email (interrupted), its resumed run (the refusal), the third turn: each call
+    answered once, by the statement for the approved one and the refusal for the denied one."""
+    turn = ["user", "assistant", "tool", "assistant"]
+    expected = [
+        ["user"],
+        ["user", "assistant", "tool"],
+        [*turn, "user"],
+        [*turn, "user", "assistant", "tool"],
+        [*turn, *turn, "user"],
+    ]
+    assert [_roles(r) for r in requests] == expected * len(WIRINGS), [_roles(r) for r in requests]
+    for first, approved, second, declined, third in zip(*[iter(requests)] * 5, strict=True):
+        assert _question(first) == EMAIL_PROMPT
+        calling, result = _conversation(approved)[1:3]
+        [call] = calling["tool_calls"]
+        assert call["function"]["name"] == "send_email"
+        assert json.loads(call["function"]["arguments"])["to"] == "alice@example.com"
+        assert result == {"role": "tool", "tool_call_id": call["id"], "content": EMAIL_SENT}
+        # Later turns: CopilotKit kept its {"approved": true} message for the call; the bridge
+        # sends a statement of what happened in its place.
+        assert _conversation(second)[2]["content"] == APPROVED_STATEMENT
+        assert _conversation(second)[-1]["content"] == DENIED_PROMPT
+        bob_call, refusal = _conversation(declined)[-2:]
+        [bob] = bob_call["tool_calls"]
+        assert json.loads(bob["function"]["arguments"])["to"] == "bob@example.com"
+        assert refusal == {"role": "tool", "tool_call_id": bob["id"], "content": DECLINED}
+        history = _conversation(third)
+        answers = {m["tool_call_id"]: m["content"] for m in history if m["role"] == "tool"}
+        assert answers == {call["id"]: APPROVED_STATEMENT, bob["id"]: DECLINED}, history
+        assert history[3]["content"].startswith("Done: “Sent to alice@example.com"), history[3]
+        assert history[7]["content"].startswith("OK, I did not send it: "), history[7]
+        assert history[-1]["content"].startswith("Thanks, that is all from ")
+        assert '"approved"' not in json.dumps(third), model
+
+
+def _conversation(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] not in ("system", "developer")]
 
 
 def _question(request: dict[str, Any]) -> str:

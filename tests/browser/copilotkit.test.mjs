@@ -10,7 +10,10 @@
 //   REASONING_FREE comma-separated models among them that stream no reasoning
 //   INTERLEAVED_MODELS comma-separated models that also run, in both wirings, a turn of
 //                  interleaved thinking (reasoning, text, reasoning again, text again)
-//   ARTIFACTS_DIR  where the screenshot goes (copilotkit.png)
+//   APPROVAL_MODELS comma-separated models that also run, in both wirings, a conversation with
+//                  the bridge's send_email (which waits for approval): approved with a click on
+//                  the approval card, then another one denied with a reason, then a third turn
+//   ARTIFACTS_DIR  where the screenshots go (copilotkit.png, copilotkit-approval.png)
 //
 // Every page must run without a console error or warning, an uncaught exception, or an error
 // reported to CopilotKit's onError.
@@ -28,10 +31,11 @@ const env = (name) => {
   return value;
 };
 const APP_URL = env("APP_URL");
-const MODELS = env("MODELS").split(",");
+const MODELS = env("MODELS").split(",").filter(Boolean);
 const MIXED_MODELS = env("MIXED_MODELS").split(",").filter(Boolean);
 const REASONING_FREE = new Set(env("REASONING_FREE").split(",").filter(Boolean));
 const INTERLEAVED_MODELS = env("INTERLEAVED_MODELS").split(",").filter(Boolean);
+const APPROVAL_MODELS = (process.env.APPROVAL_MODELS ?? "").split(",").filter(Boolean);
 const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
 const WIRINGS = ["runtime", "direct"];
 /** The mixed case whose page is photographed after its tool run (docs/copilotkit.png). */
@@ -53,6 +57,19 @@ const INTERLEAVED = [
   { kind: "reasoning", text: "Now I reconsider." },
   { kind: "assistant", text: "And here is the answer." },
 ];
+/** Asked this, the scripted model calls send_email, which the bridge holds for approval. */
+const EMAIL_PROMPT = "Email alice@example.com that the demo works.";
+const EMAIL_ARGS = { to: "alice@example.com", subject: "The demo works", body: "The demo works." };
+/** send_email's result, as the bridge sends it once approved. */
+const EMAIL_SENT = 'Sent to alice@example.com: "The demo works"';
+const DENIED_PROMPT = "Email bob@example.com that the demo is late.";
+const DENIED_ARGS = { to: "bob@example.com", subject: "The demo is late", body: "The demo is late." };
+const DENY_REASON = "not to Bob";
+/** What the bridge tells the model (and the page) when a person denies a call with a reason. */
+const DECLINED = `The user declined: ${DENY_REASON}`;
+/** The approval case whose card is photographed (docs/copilotkit-approval.png). */
+const APPROVAL_SCREENSHOT_CASE = { wiring: "runtime", model: APPROVAL_MODELS[0] };
+
 /** The second user turn; it names its wiring so the upstream's log can tell the cases apart. */
 const thanks = (wiring) => `Thanks, that is all from ${wiring}`;
 
@@ -195,6 +212,52 @@ async function saveScreenshot(page) {
   await page.waitForTimeout(400); // the block's opening transition
   await page.screenshot({ path: join(ARTIFACTS_DIR, "copilotkit.png") });
   await firstThought.click();
+}
+
+/** Waits for the approval card of a send_email call and checks what it shows. */
+async function approvalCard(page, problems, args) {
+  const card = page.getByTestId("approval-card");
+  await card.waitFor({ timeout: RUN_TIMEOUT }).catch(async (error) => {
+    const shown = await transcript(page).catch(() => "(none)");
+    throw new Error(
+      `no approval card: ${error.message}\npage problems: ${JSON.stringify(problems, null, 1)}\n` +
+        `CopilotKit errors: ${JSON.stringify(await page.evaluate(() => window.copilotErrors))}\n` +
+        `transcript: ${JSON.stringify(shown, null, 1)}`,
+    );
+  });
+  assert.equal(await card.count(), 1, "one card for the one call");
+  assert.equal(await card.getAttribute("data-tool-name"), "send_email");
+  assert.equal(await page.getByTestId("approval-tool").innerText(), "send_email");
+  assert.deepEqual(JSON.parse(await page.getByTestId("approval-args").inputValue()), args);
+  const message = await page.getByTestId("approval-message").innerText();
+  assert.ok(message.startsWith("Run send_email("), message);
+  assert.ok(message.includes(args.to), message);
+  assert.match(await page.getByTestId("approval-expiry").innerText(), /^until /);
+  // The run is over (interrupted): the call's card waits, with no result, and nothing ran here.
+  await page.waitForSelector("[data-testid=run-status][data-state=idle]");
+  const waiting = emailCard(await transcript(page), args.to);
+  assert.deepEqual(
+    { status: waiting.status, runsOn: waiting.runsOn, args: waiting.args, result: waiting.result },
+    { status: "awaitingApproval", runsOn: "server", args, result: undefined },
+  );
+  assert.deepEqual(await page.evaluate(() => window.toolCalls), []);
+  return card;
+}
+
+/** The server card of the send_email call to `to`, as the transcript shows it. */
+function emailCard(entries, to) {
+  const cards = entries
+    .filter((entry) => entry.kind === "assistant")
+    .flatMap((entry) => entry.tools)
+    .filter((tool) => tool.name === "send_email" && tool.args.to === to);
+  assert.equal(cards.length, 1, JSON.stringify(entries, null, 1));
+  return cards[0];
+}
+
+async function saveApprovalScreenshot(page) {
+  await mkdir(ARTIFACTS_DIR, { recursive: true });
+  await page.getByTestId("approval-card").scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(ARTIFACTS_DIR, "copilotkit-approval.png") });
 }
 
 for (const wiring of WIRINGS) {
@@ -358,6 +421,63 @@ for (const wiring of WIRINGS) {
           }
           if (wiring === SCREENSHOT_CASE.wiring && model === SCREENSHOT_CASE.model)
             await saveScreenshot(page);
+
+          await checkClean(page, problems);
+        } finally {
+          await page.close();
+        }
+      });
+    }
+
+    for (const model of APPROVAL_MODELS) {
+      test(`${model}: send_email waits for approval: approved, then denied, then a third turn`, async () => {
+        const { page, problems } = await openPage(wiring, model);
+        try {
+          // Turn 1: the model calls send_email; the bridge ends the run with an interrupt and
+          // useInterrupt shows the card. Approve resumes the run: the bridge runs the tool, its
+          // result completes the server card, and the answer quotes it.
+          await send(page, EMAIL_PROMPT);
+          await approvalCard(page, problems, EMAIL_ARGS);
+          if (wiring === APPROVAL_SCREENSHOT_CASE.wiring && model === APPROVAL_SCREENSHOT_CASE.model)
+            await saveApprovalScreenshot(page);
+          await page.getByTestId("approval-approve").click();
+          await answered(page, problems, "Done: ");
+          assert.equal(await page.getByTestId("approval-card").count(), 0, "the card is gone");
+          const first = await transcript(page);
+          const sent = emailCard(first, EMAIL_ARGS.to);
+          assert.deepEqual(
+            { status: sent.status, runsOn: sent.runsOn, args: sent.args, result: sent.result },
+            { status: "complete", runsOn: "server", args: EMAIL_ARGS, result: EMAIL_SENT },
+          );
+          const answer = first.filter((entry) => entry.kind === "assistant").at(-1);
+          assert.ok(answer.text.includes(`Done: “${EMAIL_SENT}”`), answer.text);
+
+          // Turn 2: another email, denied with a reason: nothing runs, the model is told so.
+          await send(page, DENIED_PROMPT);
+          await approvalCard(page, problems, DENIED_ARGS);
+          await page.getByTestId("approval-reason").fill(DENY_REASON);
+          await page.getByTestId("approval-deny").click();
+          await answered(page, problems, "OK, I did not send it");
+          const second = await transcript(page);
+          const denied = emailCard(second, DENIED_ARGS.to);
+          assert.deepEqual(
+            { status: denied.status, result: denied.result },
+            { status: "complete", result: DECLINED },
+          );
+          const refusal = second.filter((entry) => entry.kind === "assistant").at(-1);
+          assert.ok(refusal.text.includes(`OK, I did not send it: “${DECLINED}”`), refusal.text);
+          // The first card still shows what the bridge sent.
+          assert.equal(emailCard(second, EMAIL_ARGS.to).result, EMAIL_SENT);
+
+          // Turn 3: the whole history goes back (test_copilotkit.py checks each call has its
+          // answer upstream); the model answers in text.
+          await send(page, thanks(wiring));
+          await answered(page, problems, `You asked about ${thanks(wiring)}`);
+          assert.deepEqual(await page.evaluate(() => window.approvals), [
+            { approved: true },
+            { approved: false, reason: DENY_REASON },
+          ]);
+          assert.deepEqual(await page.evaluate(() => window.toolCalls), [], "nothing ran here");
 
           await checkClean(page, problems);
         } finally {

@@ -6,6 +6,10 @@
 //   ?wiring=direct             the page's own HttpAgent talks to the bridge (which must allow
 //                              this page's origin: `agui-bridge demo --cors-origin …`)
 //   ?model=NAME                sent as forwardedProps.model (the bridge's model choice)
+//
+// A server tool under approval (`agui-bridge … --approve PATTERN`, or `@requires_approval`) ends
+// the run with an AG-UI interrupt; `useInterrupt` shows an approval card for it, and Approve /
+// Deny resumes the interrupted run.
 import "@copilotkit/react-core/v2/styles.css";
 import "./page.css";
 
@@ -14,12 +18,15 @@ import {
   CopilotChat,
   CopilotKitProvider,
   type CopilotKitProviderProps,
+  type Interrupt,
+  type InterruptResolveFn,
   useAgent,
   UseAgentUpdate,
   useFrontendTool,
+  useInterrupt,
   useRenderTool,
 } from "@copilotkit/react-core/v2";
-import { StrictMode, useState } from "react";
+import { StrictMode, useEffect, useState, useSyncExternalStore } from "react";
 import { createRoot } from "react-dom/client";
 import { z } from "zod";
 
@@ -33,6 +40,8 @@ declare global {
     toolCalls: ToolCall[];
     /** Every error CopilotKit reported through the provider's onError. */
     copilotErrors: ReportedError[];
+    /** Every answer the approval card gave (resolve's payload), in order (read by the tests). */
+    approvals: ApprovalPayload[];
   }
 }
 
@@ -45,6 +54,7 @@ const BRIDGE_URL =
 
 window.toolCalls = [];
 window.copilotErrors = [];
+window.approvals = [];
 
 /** What wires the provider to its agent: the runtime's URL, or the bridge itself. */
 function wiringProps(): Partial<CopilotKitProviderProps> {
@@ -97,23 +107,239 @@ function ToolCard({ name, args, status, result, runsOn = "browser" }: ToolCardPr
 /** What CopilotKit hands a catch-all (`"*"`) renderer. */
 type AnyToolProps = {
   name: string;
+  toolCallId: string;
   parameters: unknown;
   status: "inProgress" | "executing" | "complete";
   result: string | undefined;
 };
 
 /**
+ * The bridge's TOOL_CALL_RESULT contents, by tool call id, as they streamed. Needed for a call
+ * that waited for approval: CopilotKit's useInterrupt stores the answer (`{"approved": true}`) as
+ * the call's tool message before resuming, and when the run finishes it keeps that first tool
+ * message and drops the bridge's result. The card shows what the bridge said all the same.
+ */
+const bridgeResults = new Map<string, string>();
+const resultListeners = new Set<() => void>();
+function subscribeToResults(listener: () => void) {
+  resultListeners.add(listener);
+  return () => void resultListeners.delete(listener);
+}
+function useBridgeResult(toolCallId: string): string | undefined {
+  return useSyncExternalStore(subscribeToResults, () => bridgeResults.get(toolCallId));
+}
+
+/** The tool calls an open approval card is about: their server cards say they wait for it. */
+const awaitingApproval = new Set<string>();
+function setAwaiting(toolCallId: string, waiting: boolean) {
+  if (waiting) awaitingApproval.add(toolCallId);
+  else awaitingApproval.delete(toolCallId);
+  for (const listener of resultListeners) listener();
+}
+function useAwaitingApproval(toolCallId: string): boolean {
+  return useSyncExternalStore(subscribeToResults, () => awaitingApproval.has(toolCallId));
+}
+
+/** Records the bridge's tool results as they stream (see bridgeResults). */
+function BridgeResults() {
+  const { agent } = useAgent({ updates: [] });
+  useEffect(() => {
+    const subscription = agent.subscribe({
+      onToolCallResultEvent: ({ event }) => {
+        bridgeResults.set(event.toolCallId, event.content);
+        for (const listener of resultListeners) listener();
+      },
+    });
+    return () => subscription.unsubscribe();
+  }, [agent]);
+  return null;
+}
+
+/**
  * The card of a tool this page does not define: one of the bridge's server tools, which the bridge
  * runs inside the run and answers with TOOL_CALL_RESULT. CopilotKit stores that result as the
  * call's tool message, so the card shows it, complete; the page registers no handler for it, so
- * nothing runs in the browser.
+ * nothing runs in the browser. A call that waited for approval shows the bridge's result too, not
+ * the approval CopilotKit stored in its place.
  */
-function ServerToolCard({ name, parameters, status, result }: AnyToolProps) {
+function ServerToolCard({ name, toolCallId, parameters, status, result }: AnyToolProps) {
+  const fromBridge = useBridgeResult(toolCallId);
+  const awaiting = useAwaitingApproval(toolCallId);
   const args =
     parameters !== null && typeof parameters === "object"
       ? (parameters as Record<string, unknown>)
       : {};
-  return <ToolCard name={name} args={args} status={status} result={result} runsOn="server" />;
+  return (
+    <ToolCard
+      name={name}
+      args={args}
+      status={fromBridge !== undefined ? "complete" : awaiting ? "awaitingApproval" : status}
+      result={fromBridge ?? result}
+      runsOn="server"
+    />
+  );
+}
+
+/** What the approval card resolves an interrupt with (the bridge's responseSchema). */
+type ApprovalPayload = {
+  approved: boolean;
+  editedArgs?: Record<string, unknown>;
+  reason?: string;
+};
+
+/** The tool call an interrupt is about, found in the agent's messages by its id. */
+function useInterruptedCall(toolCallId: string | undefined) {
+  const { agent } = useAgent({ updates: [] });
+  for (const message of agent.messages) {
+    if (message.role !== "assistant") continue;
+    const call = message.toolCalls?.find((toolCall) => toolCall.id === toolCallId);
+    if (!call) continue;
+    let args: Record<string, unknown> = {};
+    try {
+      args = JSON.parse(call.function.arguments || "{}") as Record<string, unknown>;
+    } catch {
+      // Shown as the interrupt's message says it; the bridge signed the original anyway.
+    }
+    return { name: call.function.name, args };
+  }
+  return undefined;
+}
+
+/**
+ * The approval card for a `tool_call` interrupt: the tool, its arguments (editable, as JSON), the
+ * bridge's message and expiry, Approve / Deny (with an optional reason). Approve resolves with
+ * `{approved: true}` (and `editedArgs` when the arguments were changed), Deny with
+ * `{approved: false, reason}`; useInterrupt then adds its tool message and resumes the
+ * interrupted run, which runs the tool (or tells the model it was declined).
+ */
+function ApprovalCard({
+  interrupt,
+  resolve,
+}: {
+  interrupt: Interrupt;
+  resolve: InterruptResolveFn;
+}) {
+  const call = useInterruptedCall(interrupt.toolCallId);
+  const original = JSON.stringify(call?.args ?? {}, null, 2);
+  const [argsText, setArgsText] = useState(original);
+  const [reason, setReason] = useState("");
+  const [problem, setProblem] = useState("");
+  const [sent, setSent] = useState(false);
+  useEffect(() => {
+    const id = interrupt.toolCallId;
+    if (!id) return;
+    setAwaiting(id, true);
+    return () => setAwaiting(id, false);
+  }, [interrupt.toolCallId]);
+
+  const answer = (payload: ApprovalPayload) => {
+    window.approvals.push(payload);
+    setSent(true);
+    void resolve(payload, interrupt.id);
+  };
+  const approve = () => {
+    if (argsText.trim() === original.trim()) return answer({ approved: true });
+    let edited: unknown;
+    try {
+      edited = JSON.parse(argsText);
+    } catch (error) {
+      return setProblem(`The arguments are not JSON: ${(error as Error).message}`);
+    }
+    if (edited === null || typeof edited !== "object" || Array.isArray(edited)) {
+      return setProblem("The arguments must be a JSON object.");
+    }
+    answer({ approved: true, editedArgs: edited as Record<string, unknown> });
+  };
+  const deny = () => answer({ approved: false, ...(reason.trim() ? { reason: reason.trim() } : {}) });
+
+  return (
+    <div
+      className="approval-card"
+      data-testid="approval-card"
+      data-tool-name={call?.name ?? ""}
+      data-tool-call-id={interrupt.toolCallId ?? ""}
+    >
+      <div className="approval-head">
+        <span className="approval-title">Approve this call?</span>
+        <span className="tool-name" data-testid="approval-tool">
+          {call?.name ?? "a server tool"}
+        </span>
+      </div>
+      {interrupt.message && (
+        <p className="approval-message" data-testid="approval-message">
+          {interrupt.message}
+        </p>
+      )}
+      <label className="approval-label">
+        arguments
+        <textarea
+          data-testid="approval-args"
+          value={argsText}
+          spellCheck={false}
+          rows={Math.min(8, argsText.split("\n").length)}
+          onChange={(event) => {
+            setArgsText(event.target.value);
+            setProblem("");
+          }}
+          disabled={sent}
+        />
+      </label>
+      {problem && (
+        <p className="approval-problem" data-testid="approval-problem">
+          {problem}
+        </p>
+      )}
+      <label className="approval-label">
+        reason (if you deny)
+        <input
+          data-testid="approval-reason"
+          value={reason}
+          onChange={(event) => setReason(event.target.value)}
+          disabled={sent}
+        />
+      </label>
+      <div className="approval-actions">
+        {interrupt.expiresAt && (
+          <span className="approval-expiry" data-testid="approval-expiry">
+            until {new Date(interrupt.expiresAt).toLocaleTimeString()}
+          </span>
+        )}
+        <button
+          type="button"
+          className="approval-deny"
+          data-testid="approval-deny"
+          onClick={deny}
+          disabled={sent}
+        >
+          Deny
+        </button>
+        <button
+          type="button"
+          className="approval-approve"
+          data-testid="approval-approve"
+          onClick={approve}
+          disabled={sent}
+        >
+          {argsText.trim() === original.trim() ? "Approve" : "Approve with edits"}
+        </button>
+      </div>
+    </div>
+  );
+}
+
+/** Shows the approval card, in the chat, for each tool call the bridge holds for approval. */
+function Approvals() {
+  useInterrupt({
+    enabled: ({ value }) => (value as Interrupt | undefined)?.reason === "tool_call",
+    render: ({ interrupt, interrupts, resolve }) => (
+      <div className="approvals">
+        {(interrupts.length > 0 ? interrupts : interrupt ? [interrupt] : []).map((open) => (
+          <ApprovalCard key={open.id} interrupt={open} resolve={resolve} />
+        ))}
+      </div>
+    ),
+  });
+  return null;
 }
 
 function FrontendTools() {
@@ -139,7 +365,7 @@ function FrontendTools() {
     render: ToolCard,
   });
   // A renderer only (no handler): any other tool the model calls is the bridge's.
-  useRenderTool({ name: "*", render: ServerToolCard }, []);
+  useRenderTool({ name: "*", render: (props: AnyToolProps) => <ServerToolCard {...props} /> }, []);
   return null;
 }
 
@@ -167,6 +393,8 @@ function App() {
       }}
     >
       <FrontendTools />
+      <BridgeResults />
+      <Approvals />
       <div className="page">
         <header>
           <h1>agui-bridge × CopilotKit</h1>
