@@ -140,7 +140,8 @@ class Recorder:
 
 def recorded_settings(config: BridgeConfig) -> dict[str, Any]:
     """The bridge's settings as a record's header holds them: without the API key, the auth
-    token and the interrupts' secret; the upstream URL and the MCP servers' URLs and command lines without credentials."""
+    token and the interrupts' secret; the upstream URL and the MCP servers' URLs and command
+    lines without credentials."""
     settings = dataclasses.asdict(config)
     settings.pop("api_key", None)
     settings.pop("auth_token", None)
