@@ -83,6 +83,9 @@ EMAIL_PROMPT = "Email alice@example.com that the demo works."
 EMAIL_SENT = 'Sent to alice@example.com: "The demo works"'
 DENIED_PROMPT = "Email bob@example.com that the demo is late."
 DECLINED = "The user declined: not to Bob"
+#: The call to Carol, approved with the arguments edited to Dave: Dave's result upstream.
+EDIT_PROMPT = "Email carol@example.com that the plan changed."
+EDITED_SENT = 'Sent to dave@example.com: "The plan changed"'
 
 
 def get_time() -> str:
@@ -135,7 +138,7 @@ def test_copilotkit_example_in_chromium() -> None:
         if not re.search(rf"^{line}$", output, re.MULTILINE):
             pytest.fail(f"the CopilotKit test did not report {line!r}:\n{output}", pytrace=False)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    cases = len(MODELS) + len(MIXED_MODELS) + len(INTERLEAVED_MODELS) + len(APPROVAL_MODELS)
+    cases = len(MODELS) + len(MIXED_MODELS) + len(INTERLEAVED_MODELS) + 2 * len(APPROVAL_MODELS)
     cases *= len(WIRINGS)
     if not passed or int(passed.group(1)) != cases:
         pytest.fail(f"the CopilotKit test did not pass every case:\n{output}", pytrace=False)
@@ -156,10 +159,12 @@ def test_copilotkit_example_in_chromium() -> None:
         expected = [["user"]] * len(WIRINGS) if model in INTERLEAVED_MODELS else []
         assert [_roles(r) for r in interleaved] == expected, model
         emails = [r for r in asked if _question(r) == EMAIL_PROMPT]
+        edits = [r for r in asked if _question(r) == EDIT_PROMPT]
         if model in APPROVAL_MODELS:
             _check_approvals(model, emails)
+            _check_edit(edits)
         else:
-            assert emails == [], model
+            assert emails == edits == [], model
 
     assert (ARTIFACTS / "copilotkit.png").stat().st_size > 10_000, "no screenshot"
     assert (ARTIFACTS / "copilotkit-approval.png").stat().st_size > 10_000, "no approval screenshot"
@@ -289,6 +294,18 @@ def _check_approvals(model: str, requests: list[dict[str, Any]]) -> None:
         assert history[7]["content"].startswith("OK, I did not send it: "), history[7]
         assert history[-1]["content"].startswith("Thanks, that is all from ")
         assert '"approved"' not in json.dumps(third), model
+
+
+def _check_edit(requests: list[dict[str, Any]]) -> None:
+    """Per wiring: the question (interrupted), then the resumed run: the call as the model made
+    it (to Carol), answered by the result of the edited one (to Dave)."""
+    roles = [["user"], ["user", "assistant", "tool"]] * len(WIRINGS)
+    assert [_roles(r) for r in requests] == roles, [_roles(r) for r in requests]
+    for resumed in requests[1::2]:
+        _, calling, result = _conversation(resumed)
+        [call] = calling["tool_calls"]
+        assert json.loads(call["function"]["arguments"])["to"] == "carol@example.com"
+        assert result == {"role": "tool", "tool_call_id": call["id"], "content": EDITED_SENT}
 
 
 def _conversation(request: dict[str, Any]) -> list[dict[str, Any]]:

@@ -67,6 +67,11 @@ const DENIED_ARGS = { to: "bob@example.com", subject: "The demo is late", body: 
 const DENY_REASON = "not to Bob";
 /** What the bridge tells the model (and the page) when a person denies a call with a reason. */
 const DECLINED = `The user declined: ${DENY_REASON}`;
+/** Asked this, the model emails Carol; the card's arguments are edited to Dave before approving. */
+const EDIT_PROMPT = "Email carol@example.com that the plan changed.";
+const EDIT_ARGS = { to: "carol@example.com", subject: "The plan changed", body: "The plan changed." };
+const EDITED_ARGS = { ...EDIT_ARGS, to: "dave@example.com" };
+const EDITED_SENT = 'Sent to dave@example.com: "The plan changed"';
 /** The approval case whose card is photographed (docs/copilotkit-approval.png). */
 const APPROVAL_SCREENSHOT_CASE = { wiring: "runtime", model: APPROVAL_MODELS[0] };
 
@@ -479,6 +484,42 @@ for (const wiring of WIRINGS) {
           ]);
           assert.deepEqual(await page.evaluate(() => window.toolCalls), [], "nothing ran here");
 
+          await checkClean(page, problems);
+        } finally {
+          await page.close();
+        }
+      });
+    }
+
+    for (const model of APPROVAL_MODELS) {
+      test(`${model}: send_email approved with edited arguments`, async () => {
+        const { page, problems } = await openPage(wiring, model);
+        try {
+          await send(page, EDIT_PROMPT);
+          await approvalCard(page, problems, EDIT_ARGS);
+          const args = page.getByTestId("approval-args");
+          const approve = page.getByTestId("approval-approve");
+          // Not JSON: the card says so and sends nothing.
+          await args.fill("{to: dave}");
+          await approve.click();
+          assert.match(await page.getByTestId("approval-problem").innerText(), /not JSON/);
+          assert.deepEqual(await page.evaluate(() => window.approvals), []);
+          await args.fill(JSON.stringify(EDITED_ARGS));
+          assert.equal(await approve.innerText(), "Approve with edits");
+          await approve.click();
+          await answered(page, problems, "Done: ");
+          assert.deepEqual(await page.evaluate(() => window.approvals), [
+            { approved: true, editedArgs: EDITED_ARGS },
+          ]);
+          // The card keeps the call as the model made it; the result is the edited call's.
+          const turn = await transcript(page);
+          const card = emailCard(turn, EDIT_ARGS.to);
+          assert.deepEqual(
+            { status: card.status, result: card.result },
+            { status: "complete", result: EDITED_SENT },
+          );
+          const answer = turn.filter((entry) => entry.kind === "assistant").at(-1);
+          assert.ok(answer.text.includes(`Done: “${EDITED_SENT}”`), answer.text);
           await checkClean(page, problems);
         } finally {
           await page.close();
