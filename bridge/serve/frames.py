@@ -123,7 +123,7 @@ class FrameWriter:
         self._redactor = redactor if redactor else None
         self._shapes = _SHAPES[protocol]
         #: The model's texts being written, each redacted across its deltas: (event type, id).
-        self._texts: dict[tuple[type[BaseEvent], str], StreamRedactor] = {}
+        self._texts: dict[tuple[type[BaseEvent], str], StreamRedactor[str]] = {}
 
     def frames(self, events: Iterable[BaseEvent]) -> str:
         return "".join([self.frame(event) for event in events])
@@ -138,8 +138,7 @@ class FrameWriter:
             return event.frame
         redactor = self._redactor
         if redactor is None:
-            shape = self._shapes.get(kind)
-            return encode_event(event if shape is None else shape(event))
+            return self._shaped(event)
         field = _MODEL_WORDS.get(kind)
         if field is not None:
             return self._model_words(event, field, redactor)
@@ -149,8 +148,12 @@ class FrameWriter:
             released = self._release(content, getattr(event, _MODEL_WORDS[content]))
         elif kind in _RUN_ENDS and self._texts:  # an error may end a run with texts open
             released = "".join([self._release(*key) for key in list(self._texts)])
-        shape = self._shapes.get(kind)
-        return released + redactor.redact(encode_event(event if shape is None else shape(event)))
+        return released + redactor.redact(self._shaped(event))
+
+    def _shaped(self, event: BaseEvent) -> str:
+        """The event encoded as this client's line wants it."""
+        shape = self._shapes.get(type(event))
+        return encode_event(event if shape is None else shape(event))
 
     def _model_words(self, event: BaseEvent, field: str, redactor: Redactor) -> str:
         key = (type(event), getattr(event, field))

@@ -16,8 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
-from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+from urllib.parse import quote, quote_plus, urlsplit
+
+from bridge.core.upstream_url import shown_url
 
 #: A piece of a secret this long is a secret: the key's prefix (``sk-proj-``) is 8, and a
 #: masked form (``sk-abc*****wxyz``) shows less than that on each side.
@@ -124,9 +127,9 @@ class Redactor:
                 return len(tail) - start
         return 0
 
-    def stream(self) -> StreamRedactor:
+    def stream(self) -> StreamRedactor[str]:
         """A redactor for one text that arrives in pieces (a message's deltas)."""
-        return StreamRedactor(self)
+        return StreamRedactor(self.split_held, self.redact, "")
 
     def redact_bytes(self, data: bytes) -> bytes:
         """``data`` (UTF-8 or not) with every secret, and every piece of one, replaced by
@@ -144,9 +147,9 @@ class Redactor:
         ready, held = self.split_held(_decoded(data[:cut]))
         return _encoded(ready), _encoded(held) + data[cut:]
 
-    def stream_bytes(self) -> ByteStreamRedactor:
+    def stream_bytes(self) -> StreamRedactor[bytes]:
         """A redactor for bytes that arrive in pieces (an upstream's body, read by read)."""
-        return ByteStreamRedactor(self)
+        return StreamRedactor(self.split_held_bytes, self.redact_bytes, b"")
 
     def _spans(self, text: str) -> list[list[int]]:
         """Where the secrets are in ``text``: sorted, merged ``[start, end)`` spans."""
@@ -194,40 +197,37 @@ def _masked(text: str, spans: list[list[int]]) -> str:
     return "".join(out)
 
 
-class StreamRedactor:
-    """One text that arrives in pieces (a message's deltas, a call's arguments), redacted across
-    the pieces' boundaries: a piece's end that may begin a secret is held back while it still
-    may, and released (redacted) once the next piece or ``close()`` decides it."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        self._redactor = redactor
-        self._held = ""
-
-    def feed(self, piece: str) -> str:
-        ready, self._held = self._redactor.split_held(self._held + piece)
-        return ready
-
-    def close(self) -> str:
-        held, self._held = self._held, ""
-        return self._redactor.redact(held)
+_Piece = TypeVar("_Piece", str, bytes)
 
 
-class ByteStreamRedactor:
-    """``StreamRedactor`` for bytes that arrive in pieces and need not be UTF-8 (an upstream's
-    body as recorded, read by read): a piece's end that may begin a secret is held back and goes
+class StreamRedactor(Generic[_Piece]):
+    """One text that arrives in pieces (a message's deltas, a call's arguments; or bytes, an
+    upstream's body as recorded, read by read, UTF-8 or not), redacted across the pieces'
+    boundaries: a piece's end that may begin a secret is held back while it still may, and goes
     out, redacted, with the next piece or ``close()``."""
 
-    def __init__(self, redactor: Redactor) -> None:
-        self._redactor = redactor
-        self._held = b""
+    def __init__(
+        self,
+        split: Callable[[_Piece], tuple[_Piece, _Piece]],
+        finish: Callable[[_Piece], _Piece],
+        empty: _Piece,
+    ) -> None:
+        self._split: Callable[[_Piece], tuple[_Piece, _Piece]] = split
+        self._finish: Callable[[_Piece], _Piece] = finish
+        self._empty: _Piece = empty
+        self._held: _Piece = empty
 
-    def feed(self, piece: bytes) -> bytes:
-        ready, self._held = self._redactor.split_held_bytes(self._held + piece)
+    def feed(self, piece: _Piece) -> _Piece:
+        ready, self._held = self._split(self._held + piece)
         return ready
 
-    def close(self) -> bytes:
-        held, self._held = self._held, b""
-        return self._redactor.redact_bytes(held)
+    def close(self) -> _Piece:
+        held, self._held = self._held, self._empty
+        return self._finish(held)
+
+
+#: A stream of bytes (``Redactor.stream_bytes``): the same object over bytes.
+ByteStreamRedactor = StreamRedactor[bytes]
 
 
 # Bytes are redacted as UTF-8 text in which each byte that is not UTF-8 stands as a lone
@@ -334,10 +334,10 @@ def _shown_url_in(word: str) -> str:
     scheme, sep, _ = word.partition("://")
     if not sep or not scheme.isalpha():
         return word
-    parts = urlsplit(word)
-    netloc = parts.netloc.rpartition("@")[2]
     query = "&".join(
         f"{name}={MASK}" if value else name
-        for name, _, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
+        for name, _, value in (
+            pair.partition("=") for pair in urlsplit(word).query.split("&") if pair
+        )
     )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    return shown_url(word) + (f"?{query}" if query else "")

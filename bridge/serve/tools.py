@@ -35,6 +35,7 @@ from bridge.core.encode import encode_event
 from bridge.serve.approvals import needs_approval
 from bridge.serve.history import tool_result_text
 from bridge.serve.redact import MIN_PIECE
+from bridge.serve.sse import without_lone_surrogates
 
 logger = logging.getLogger("agui_bridge")
 
@@ -51,9 +52,6 @@ _SLICE = 256 * 1024
 #: Around a place where a big text is cut: a secret (or a piece of one) within this distance
 #: could span the cut, so the cut moves on.
 _NEAR = 2 * MIN_PIECE
-#: Lone surrogates (a tool's ``"\ud800"``, an MCP server's JSON escape of one) cannot be
-#: written as UTF-8, to the client or upstream: each becomes U+FFFD.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: OpenAI's rule for function names.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -307,8 +305,10 @@ class ServerToolResult(ToolCallResultEvent):
         back upstream in this run and, as the client stored it, in the next: both must be the
         same bytes), and encoded. A big text a slice at a time: run it in a worker thread and
         the event loop gets the GIL between slices."""
+        # Lone surrogates (a tool's "\ud800", an MCP server's JSON escape of one) cannot be
+        # written as UTF-8, to the client or upstream: each becomes U+FFFD, as in a chunk.
         slices = [
-            redact(_SURROGATE.sub("\ufffd", part) if _SURROGATE.search(part) else part)
+            redact(without_lone_surrogates(part))
             for part in _clean_slices(tool_result_text(text), redact)
         ]
         event = self.model_copy(update={"content": "".join(slices)})
