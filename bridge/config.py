@@ -25,6 +25,7 @@ ReasoningScopePolicy = Literal["current-turn", "all", "last"]
 UpstreamApi = Literal["chat", "responses"]
 AguiProtocolSetting = Literal["auto", "1.0", "0.0"]
 UpstreamTransport = Literal["aiohttp", "httpx"]
+LogFormat = Literal["text", "json"]
 
 #: Request parameters a client may set through ``forwardedProps`` (``model`` is checked apart,
 #: against the configured models). Everything else a client sends there is ignored.
@@ -196,6 +197,24 @@ class BridgeConfig:
     key), its status, headers and raw bytes as they arrived, and the events sent
     (``bridge.serve.record``; ``agui-bridge replay`` serves them again)."""
 
+    metrics: bool = False
+    """Serve Prometheus metrics at ``GET /metrics`` (README "Observability")."""
+
+    metrics_public: bool = False
+    """Serve ``/metrics`` without ``auth_token`` (a scraper inside the network)."""
+
+    otel: bool = False
+    """Trace runs with OpenTelemetry (the ``otel`` extra): the exporter follows the SDK's
+    ``OTEL_*`` environment variables; a tracer provider the host app set is used as it is."""
+
+    otel_content: bool = False
+    """Put message content (the request's messages, the answer, tool arguments and results)
+    on the spans. Off by default: traces often go where conversations should not."""
+
+    log_format: LogFormat = "text"
+    """The run line's form (one per run on the ``agui_bridge.runs`` logger): ``text``
+    (``key=value``) or ``json`` (one object)."""
+
     def __post_init__(self) -> None:
         url = urlsplit(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.netloc:
@@ -239,6 +258,13 @@ class BridgeConfig:
             raise ValueError(
                 f"optional MCP servers that are not configured: {sorted(unknown_optional)}"
             )
+        if self.log_format not in ("text", "json"):
+            raise ValueError(f"log_format must be text or json, not {self.log_format!r}")
+        if self.otel and not importable("opentelemetry.sdk"):
+            raise ValueError(
+                "OpenTelemetry tracing (--otel, OTEL_EXPORTER_OTLP_ENDPOINT) needs the "
+                "OpenTelemetry SDK, which is not installed: pip install 'agui-bridge[otel]'"
+            )
         if self.mcp_servers and importlib.util.find_spec("mcp") is None:
             raise ValueError(
                 "MCP servers (--mcp) need the MCP SDK, which is not installed: "
@@ -266,3 +292,11 @@ class BridgeConfig:
     def translate_for(self, model: str) -> TranslateOptions:
         """The translator options for one model."""
         return self.translate_overrides.get(model, self.translate)
+
+
+def importable(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it, but for its parents)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # its parent package is missing
+        return False

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import errno
+import logging
+import logging.config
 import os
 import socket
 import sys
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,9 +29,9 @@ from bridge import __version__
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.cli.demo.tools import DEMO_TOOLS
 from bridge.cli.doctor import DEFAULT_KEY_ENV, diagnose, redacted_output
-from bridge.cli.options import add_translate_options, mcp_servers
+from bridge.cli.options import add_translate_options, mcp_servers, otel_requested
 from bridge.cli.replay import load_recording, replay_summary, serve_replay
-from bridge.config import BridgeConfig
+from bridge.config import BridgeConfig, importable
 from bridge.core.translate import TranslateOptions
 from bridge.core.upstream_url import shown_url
 from bridge.serve.app import Bridge, create_app, mount
@@ -259,10 +263,31 @@ def _config(
         secret=os.environ.get(args.secret_env) or None,
         approval_timeout=args.approval_timeout,
         record_dir=getattr(args, "record", None),
+        metrics=args.metrics or args.metrics_public,
+        metrics_public=args.metrics_public,
+        otel=_otel(args),
+        otel_content=args.otel_content,
+        log_format=args.log_format,
     )
 
 
+def _otel(args: argparse.Namespace) -> bool:
+    """``--otel``, or the SDK's variables; asked by the variables alone without the SDK
+    installed, the bridge says so and serves untraced (``--otel`` without it is an error)."""
+    wanted = otel_requested(args.otel, os.environ)
+    if wanted is not None:
+        return wanted
+    if not importable("opentelemetry.sdk"):
+        logging.getLogger("agui_bridge").warning(
+            "OTEL_* variables are set but the OpenTelemetry SDK is not installed: serving "
+            "without traces (pip install 'agui-bridge[otel]')"
+        )
+        return False
+    return True
+
+
 def _serve(args: argparse.Namespace) -> int:
+    _configure_logging(args)
     if not args.upstream_url:
         print("agui-bridge: give --upstream-url or set OPENAI_BASE_URL", file=sys.stderr)
         return 2
@@ -280,6 +305,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    _configure_logging(args)
     listener = _listen(args.host, args.port)
     port = listener.getsockname()[1]
     if _SCRIPTED_OPEN_TAG_MODEL not in args.starts_in_reasoning_model:
@@ -318,6 +344,9 @@ def _run_agent(
     page: Mount | None,
 ) -> int:
     home: BaseRoute = page if page is not None else Route("/", _index)
+    agent: Bridge = app.state.bridge
+    if agent.config.metrics:  # where scrapers look first, as well as /agent/metrics
+        extra = [Route("/metrics", agent.metrics, methods=["GET"]), *extra]
     routes: list[BaseRoute] = [*mount("/agent", app), *extra, home]
     parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
     base = f"http://{_display_host(args.host)}:{listener.getsockname()[1]}"
@@ -326,12 +355,39 @@ def _run_agent(
         host=args.host,
         port=listener.getsockname()[1],
         log_level=args.log_level,
+        log_config=None,  # set by _configure_logging before the app was made
         timeout_graceful_shutdown=int(args.shutdown_grace) + 5,
     )
     opened = f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}"
-    server = _GracefulServer(config, app.state.bridge, args.shutdown_grace, opened)
+    server = _GracefulServer(config, agent, args.shutdown_grace, opened)
     server.run(sockets=[listener])
     return 0
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """uvicorn's logging, and the bridge's loggers (its run lines among them) beside uvicorn's:
+    text in uvicorn's style, or one JSON object per line for every logger. Before the app is
+    made, so that what it logs while it is made is written the same way."""
+    logging.config.dictConfig(_log_config(args.log_format, args.log_level))
+
+
+def _log_config(log_format: str, level: str) -> dict[str, Any]:
+    config: dict[str, Any] = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    if log_format == "json":
+        for formatter in config["formatters"].values():
+            formatter.clear()
+            formatter["()"] = "bridge.serve.observe.JsonFormatter"
+    config["handlers"]["agui_bridge"] = {
+        "formatter": "default",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+    }
+    config["loggers"]["agui_bridge"] = {
+        "handlers": ["agui_bridge"],
+        "level": level.upper(),
+        "propagate": False,
+    }
+    return config
 
 
 class _GracefulServer(uvicorn.Server):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS
 from bridge.core.text_tools.filter import FORMAT_ALIASES, TEXT_TOOL_FORMATS
@@ -200,6 +201,57 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         help="require Authorization: Bearer TOKEN on every request "
         "(default: $AGUI_BRIDGE_AUTH_TOKEN; prefer the variable, a flag shows in `ps`)",
     )
+
+    seen = parser.add_argument_group('observability (README "Observability")')
+    seen.add_argument(
+        "--metrics",
+        action="store_true",
+        help="serve Prometheus metrics at GET /metrics (behind --auth-token, if set)",
+    )
+    seen.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve /metrics without --auth-token (a scraper inside your network)",
+    )
+    seen.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace runs with OpenTelemetry (pip install 'agui-bridge[otel]'); on by itself "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set; the exporter follows "
+        "the OTEL_* variables",
+    )
+    seen.add_argument(
+        "--otel-content",
+        action="store_true",
+        help="put message content (prompts, answers, tool arguments and results) on the spans",
+    )
+    seen.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the log's lines, one per run among them: text or one JSON object each (default text)",
+    )
+
+
+#: The variables by which the OpenTelemetry SDK's own setup turns tracing on.
+OTEL_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+)
+
+
+def otel_requested(flag: bool, environ: Mapping[str, str]) -> bool | None:
+    """Whether tracing is asked for: ``True`` by ``--otel``, ``None`` by the environment
+    alone (the SDK's variables; ``OTEL_TRACES_EXPORTER=none`` and ``OTEL_SDK_DISABLED=true``
+    say no), ``False`` when not at all."""
+    if flag:
+        return True
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    return None if any(environ.get(name, "").strip() for name in OTEL_VARIABLES) else False
 
 
 _LIMIT_FLAGS: list[tuple[str, type, float, str]] = [

@@ -77,6 +77,8 @@ class EventEmitter:
         self._calls: dict[int, _ToolCall] = {}
         self._open_calls: list[_ToolCall] = []
         self.tool_call_ids: list[str] = []
+        #: The name of each call in ``tool_call_ids``, by its id.
+        self.tool_call_names: dict[str, str] = {}
         self.usage: TokenUsage | None = None
 
     @property
@@ -197,6 +199,7 @@ class EventEmitter:
         self._assistant_shown = True
         call.id = call_id
         self.tool_call_ids.append(call_id)
+        self.tool_call_names[call_id] = call.name
         self._open_calls.append(call)
         out.append(
             ToolCallStartEvent(
@@ -216,6 +219,7 @@ class EventEmitter:
             return False
         self._open_calls.remove(call)
         self.tool_call_ids.remove(call.id)
+        del self.tool_call_names[call.id]
         out.append(ToolCallEndEvent(tool_call_id=call.id))
         out.append(
             ToolCallResultEvent(

@@ -102,6 +102,8 @@ class TurnOutcome:
     finish_reason: str | None
     usage: TokenUsage | None
     tool_call_ids: tuple[str, ...] = field(default=())
+    tool_call_names: tuple[str, ...] = field(default=())
+    """The name of each call of ``tool_call_ids``, in the same order."""
     error: BridgeError | None = None
 
 
@@ -160,10 +162,12 @@ class ChatStreamTranslator:
 
     @property
     def outcome(self) -> TurnOutcome:
+        emitter = self._emitter
         return TurnOutcome(
             finish_reason=self._finish_reason,
-            usage=self._emitter.usage,
-            tool_call_ids=tuple(self._emitter.tool_call_ids),
+            usage=emitter.usage,
+            tool_call_ids=tuple(emitter.tool_call_ids),
+            tool_call_names=tuple(emitter.tool_call_names[call] for call in emitter.tool_call_ids),
             error=self._error,
         )
 

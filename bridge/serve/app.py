@@ -10,6 +10,7 @@ import asyncio
 import hmac
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, asynccontextmanager
@@ -43,8 +44,9 @@ from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.approvals import new_secret
-from bridge.serve.frames import CLIENT_PROTOCOLS, FrameWriter, client_protocol
+from bridge.serve.frames import CLIENT_PROTOCOLS, ClientProtocol, FrameWriter, client_protocol
 from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
+from bridge.serve.observe import RunObservation, Telemetry
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
@@ -104,6 +106,7 @@ class Bridge:
         )
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
+        self.telemetry = _telemetry(config, self.redactor.redact)
 
     async def start(self) -> None:
         """Connect to the MCP servers and add their tools (once; the lifespan calls it, and the
@@ -148,8 +151,12 @@ class Bridge:
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
+        tracing = self.telemetry.tracing
+        if tracing is not None:  # its last spans go out (the exporter's own timeout bounds it)
+            await anyio.to_thread.run_sync(tracing.shutdown)
 
     async def run(self, request: Request) -> Response:
+        received = time.perf_counter()
         try:
             self._authorize(request)
             if self.shutting_down:
@@ -167,22 +174,42 @@ class Bridge:
             loop = self._tool_loop(run_input, await self._upstream_models())
             body = loop.build(run_input.messages)
         except ClientDisconnect:
+            self.telemetry.refused(400, "client_disconnected")
             return Response(status_code=400)  # gone while sending its body: nobody to answer
         except InvalidRunInputError as exc:
+            self.telemetry.refused(exc.status, exc.code)
             headers = {"Retry-After": "1"} if exc.status == 503 else None
             if exc.status == 401:
                 headers = {"WWW-Authenticate": "Bearer"}
             return self.error_response(exc.status, exc.code, exc.message, headers=headers)
         self.active_runs += 1
-        frames = self._frames(run_input, body, loop)
+        protocol = client_protocol(run_input.protocol_version, self.config.agui_protocol)
+        observe = self.telemetry.run(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            model=str(body["model"]),
+            protocol=protocol,
+            received=received,
+            headers=request.headers,
+        )
+        frames = self._frames(run_input, body, loop, protocol, observe)
         if self.recorder is not None:
             frames = self.recorder.recorded(run_input, frames)
+
+        def ended(response: EventStreamResponse) -> None:
+            self.active_runs -= 1
+            observe.end(
+                bytes_sent=response.bytes_sent,
+                disconnected=response.client_gone,
+                stopped=response.stopped,
+            )
+
         return EventStreamResponse(
             frames,
             keepalive_interval=self.config.keepalive_interval,
             stop=self._stop_runs,
             stop_frame=_SHUTDOWN_FRAME,
-            on_close=self._run_ended,
+            on_close=ended,
         )
 
     async def _start_for_request(self) -> None:
@@ -192,9 +219,6 @@ class Bridge:
             await self.start()
         except McpStartError as exc:
             raise InvalidRunInputError(str(exc), status=503, code="mcp_unavailable") from exc
-
-    def _run_ended(self) -> None:
-        self.active_runs -= 1
 
     def begin_shutdown(self, grace: float) -> None:
         """Refuse new runs now; after ``grace`` seconds end the running ones with RUN_ERROR
@@ -235,10 +259,14 @@ class Bridge:
         return ToolLoop(self.tools, build, self.config.max_tool_rounds, self.approvals)
 
     async def _frames(
-        self, run_input: RunAgentInput, body: dict[str, Any], loop: ToolLoop
+        self,
+        run_input: RunAgentInput,
+        body: dict[str, Any],
+        loop: ToolLoop,
+        protocol: ClientProtocol,
+        observe: RunObservation,
     ) -> AsyncGenerator[str, None]:
         options = self.config.translate_for(body["model"])
-        protocol = client_protocol(run_input.protocol_version, self.config.agui_protocol)
         writer = FrameWriter(self.redactor, protocol)
         run = run_agent(
             run_input,
@@ -247,9 +275,11 @@ class Bridge:
             options,
             api=self.config.upstream_api,
             loop=loop if self.tools else None,
+            observe=observe,
         )
         async with aclosing(run) as batches:
             async for batch in batches:
+                observe.sent(batch)
                 yield writer.frames(batch)
 
     async def _upstream_models(self) -> list[str]:
@@ -276,11 +306,28 @@ class Bridge:
             return JSONResponse({"status": "degraded", "mcp_unavailable": missing})
         return JSONResponse({"status": "ok"})
 
+    async def metrics(self, request: Request) -> Response:
+        """``GET /metrics``: the Prometheus exposition (behind the auth token unless
+        ``metrics_public``)."""
+        metrics = self.telemetry.metrics
+        if metrics is None:
+            return self.error_response(404, "not_found", "metrics are off (serve --metrics)")
+        if not self.config.metrics_public:
+            try:
+                self._authorize(request)
+            except InvalidRunInputError as exc:
+                self.telemetry.refused(exc.status, exc.code)
+                headers = {"WWW-Authenticate": "Bearer"}
+                return self.error_response(exc.status, exc.code, exc.message, headers=headers)
+        body, content_type = metrics.render(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
+
     async def capabilities(self, request: Request) -> Response:
         try:
             self._authorize(request)
             await self._start_for_request()
         except InvalidRunInputError as exc:
+            self.telemetry.refused(exc.status, exc.code)
             return self.error_response(exc.status, exc.code, exc.message)
         props = await self.upstream.llama_cpp_props()
         custom: dict[str, Any] = {
@@ -333,6 +380,20 @@ class Bridge:
         )
 
 
+def _telemetry(config: BridgeConfig, redact: Callable[[str], str]) -> Telemetry:
+    """The app's telemetry; OpenTelemetry is imported only when tracing is on."""
+    metrics = tracing = None
+    if config.metrics:
+        from bridge.serve.metrics import Metrics
+
+        metrics = Metrics()
+    if config.otel:
+        from bridge.serve.otel import Tracing
+
+        tracing = Tracing(upstream_url=config.upstream_url, content=config.otel_content)
+    return Telemetry(metrics=metrics, tracing=tracing, log_format=config.log_format, redact=redact)
+
+
 def create_app(
     config: BridgeConfig,
     *,
@@ -368,6 +429,7 @@ def create_app(
             Route("/", bridge.run, methods=["POST"]),
             Route("/health", bridge.health, methods=["GET"]),
             Route("/capabilities", bridge.capabilities, methods=["GET"]),
+            *([Route("/metrics", bridge.metrics, methods=["GET"])] if config.metrics else []),
         ],
         lifespan=lifespan,
     )

@@ -40,6 +40,7 @@ from bridge.serve.approvals import (
     read_resume,
     sign_interrupt,
 )
+from bridge.serve.observe import RunObservation
 from bridge.serve.tools import ServerTools
 
 #: An answer longer than this is no approval payload (those are a few dozen bytes, or an edit).
@@ -210,7 +211,7 @@ def _statement(call: ToolCall, payload: dict[str, Any] | None) -> ToolMessage:
 
 
 async def resumed_results(
-    decisions: Sequence[Decision], tools: ServerTools
+    decisions: Sequence[Decision], tools: ServerTools, observe: RunObservation | None = None
 ) -> AsyncGenerator[ToolCallResultEvent, None]:
     """The results of the answered calls, against their own ids: a refusal for each call a
     person declined or cancelled, a readable error for an invalid edit (the tool not run),
@@ -221,6 +222,8 @@ async def resumed_results(
         name = call.function.name
         refusal = decision.refusal
         if refusal is not None:
+            if observe is not None:
+                observe.tool_calls_left([name], "rejected")
             yield await tools.answer(call.id, refusal)
             continue
         arguments = decision.arguments
@@ -228,10 +231,12 @@ async def resumed_results(
             problem = tools.invalid_arguments(name, arguments)
             if problem is not None:
                 text = f"Error: {name}: the user's edited arguments are invalid: {problem}"
+                if observe is not None:
+                    observe.tool_calls_left([name], "error")
                 yield await tools.answer(call.id, text)
                 continue
         function = FunctionCall(name=name, arguments=arguments)
         approved.append(call.model_copy(update={"function": function}))
-    async with aclosing(tools.run(approved)) as results:
+    async with aclosing(tools.run(approved, observe)) as results:
         async for result in results:
             yield result

@@ -14,6 +14,7 @@ model's turn goes on as in the loop (``bridge.serve.resume``)."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedErro
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
 from bridge.serve.approvals import InterruptError, InterruptInvalidError, new_secret
+from bridge.serve.observe import RunObservation, Telemetry
 from bridge.serve.resume import Approvals, resumed_results
 from bridge.serve.stream import READ_BURST
 from bridge.serve.tools import ServerTools
@@ -81,9 +83,19 @@ async def run_agent(
     *,
     api: UpstreamApi = "chat",
     loop: ToolLoop | None = None,
+    observe: RunObservation | None = None,
 ) -> AsyncGenerator[Sequence[BaseEvent], None]:
     """Yield the run's events, batched per upstream chunk (one SSE write each). ``api``: the
-    upstream's API (``body`` was built for it); ``loop``: the server tools, if any."""
+    upstream's API (``body`` was built for it); ``loop``: the server tools, if any;
+    ``observe``: the run's telemetry (``bridge.serve.observe``), told of its turns and tools."""
+    if observe is None:
+        observe = Telemetry().run(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            model=str(body.get("model", "")),
+            protocol="",
+            received=time.perf_counter(),
+        )
     yield [
         RunStartedEvent(
             thread_id=run_input.thread_id,
@@ -103,7 +115,7 @@ async def run_agent(
             yield [_error(run_input, exc)]
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
-            async with aclosing(resumed_results(decisions, loop.tools)) as results:
+            async with aclosing(resumed_results(decisions, loop.tools, observe)) as results:
                 async for result in results:
                     transcript.add([result])
                     yield [result]
@@ -119,7 +131,7 @@ async def run_agent(
         yield [_error(run_input, error)]
         return
     while True:
-        turn = _Turn(body, upstream, options, api, run_input.run_id)
+        turn = _Turn(body, upstream, options, api, run_input.run_id, observe)
         async with aclosing(turn.events()) as batches:
             async for events in batches:
                 if loop is not None:
@@ -135,6 +147,7 @@ async def run_agent(
         calls = transcript.calls(ids) if loop is not None else []
         served = [call for call in calls if call.function.name in loop.tools] if loop else []
         if not served:
+            observe.tool_calls_left(outcome.tool_call_names, "handed_off")
             yield [_finished(run_input, outcome, usage, ids)]
             return
         assert loop is not None
@@ -148,17 +161,19 @@ async def run_agent(
         await _flush_written()
         held = {call.id for call in waiting}
         runnable = [call for call in served if call.id not in held]
-        async with aclosing(loop.tools.run(runnable)) as results:
+        async with aclosing(loop.tools.run(runnable, observe)) as results:
             async for result in results:
                 transcript.add([result])
                 yield [result]
-        frontend = [call.id for call in calls if call.function.name not in loop.tools]
+        frontend = [call for call in calls if call.function.name not in loop.tools]
+        observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
+            observe.tool_calls_left([call.function.name for call in waiting], "awaiting_approval")
             interrupt = approvals.outcome(run_input.thread_id, waiting)
             yield [_finished(run_input, outcome, usage, (), interrupt)]
             return
         if frontend:  # the frontend runs its calls and comes back with a run of its own
-            yield [_finished(run_input, outcome, usage, frontend)]
+            yield [_finished(run_input, outcome, usage, [call.id for call in frontend])]
             return
         next_body = _next_body(loop, run_input, transcript)
         if next_body is None:
@@ -190,10 +205,12 @@ class _Turn:
         options: TranslateOptions,
         api: UpstreamApi,
         run_id: str,
+        observe: RunObservation,
     ) -> None:
         self._body = body
         self._upstream = upstream
         self._run_id = run_id
+        self._observe = observe
         functions = [tool.get("function", tool) for tool in body.get("tools", ())]
         tools = {function["name"]: function.get("parameters") or {} for function in functions}
         decode: Callable[[dict[str, Any]], list[Part]] = decode_chat_chunk
@@ -210,26 +227,38 @@ class _Turn:
     async def events(self) -> AsyncGenerator[list[BaseEvent], None]:
         translator = self._translator
         error: BridgeError | None = None
+        watch = self._observe.turn(self._body)
+        content = self._observe.capture_content
         try:
             # aclosing: a client that goes away cancels us here, and the upstream request is
             # closed at once instead of whenever the generator is collected.
-            async with aclosing(self._upstream.stream(self._body, self._path)) as chunks:
+            stream = self._upstream.stream(self._body, self._path, watch)
+            async with aclosing(stream) as chunks:
                 async for chunk in chunks:
                     events = translator.feed(chunk)
                     if events:
+                        if watch.first_output is None:
+                            watch.output()
+                        if content:
+                            watch.content(events)
                         yield events
                     if chunk == DONE:
                         break  # the answer is complete; whatever a server sends after is not ours
+                    watch.chunks += 1
         except BridgeError as exc:
             error = exc
         except Exception:  # a bug of ours: the client gets a clean RUN_ERROR, the log the traceback
             logger.exception("run %s failed", self._run_id)
             error = InternalError("the bridge failed while handling this run; see its log")
+        except BaseException:  # cancelled (the client went away): the turn's span ends too
+            watch.end(translator.outcome, None, cancelled=True)
+            raise
         tail = translator.close()
         outcome = translator.outcome
         if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:
             error = None  # cut after the answer was complete: only the usage chunk can be missing
         self.error = error or outcome.error
+        watch.end(outcome, self.error)
         if tail:
             yield tail
 

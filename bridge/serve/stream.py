@@ -73,11 +73,12 @@ class EventStreamResponse(Response):
         keepalive_interval: float,
         stop: anyio.Event | None = None,
         stop_frame: str = "",
-        on_close: Callable[[], None] | None = None,
+        on_close: Callable[[EventStreamResponse], None] | None = None,
     ) -> None:
         """``stop``, once set, ends the stream early with ``stop_frame`` (a shutdown);
-        ``on_close`` is called once the response is over, however it ended (even before its
-        first frame: a generator that never started runs no ``finally``)."""
+        ``on_close`` is called with the response once it is over, however it ended (even
+        before its first frame: a generator that never started runs no ``finally``); by then
+        ``bytes_sent``, ``client_gone`` and ``stopped`` say how."""
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.background = None
@@ -89,6 +90,8 @@ class EventStreamResponse(Response):
         self._on_close = on_close
         self._producing = anyio.CancelScope()
         self._quiet = True  # nothing written since the keep-alive timer last looked
+        self.bytes_sent = 0  # the frames' bytes (keep-alive comments aside)
+        self.client_gone = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -96,7 +99,12 @@ class EventStreamResponse(Response):
         finally:
             await self._frames.aclose()
             if self._on_close is not None:
-                self._on_close()
+                self._on_close(self)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether ``stop`` ended the stream (its ``stop_frame`` in place of the run's end)."""
+        return self._producing.cancel_called
 
     async def _respond(self, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
@@ -109,7 +117,7 @@ class EventStreamResponse(Response):
                     nonlocal gone
                     while (await receive())["type"] != "http.disconnect":
                         pass
-                    gone = True
+                    gone = self.client_gone = True
                     watch.cancel()
 
                 tasks.start_soon(watch_disconnect)
@@ -126,16 +134,19 @@ class EventStreamResponse(Response):
                             # while the client's socket is full.
                             async for frame in frames:
                                 self._quiet = False
-                                await burst.write(frame.encode())
+                                data = frame.encode()
+                                self.bytes_sent += len(data)
+                                await burst.write(data)
                     await burst.end()
                 finally:
                     READ_BURST.reset(token)
                 watch.cancel()  # the keep-alive and disconnect watchers: nothing more to write
             if not gone:
                 last = self._stop_frame.encode() if self._producing.cancel_called else b""
+                self.bytes_sent += len(last)
                 await send({"type": "http.response.body", "body": last, "more_body": False})
-        except OSError:
-            pass  # the client went away while we were writing: nothing left to tell it
+        except OSError:  # the client went away while we were writing: nothing left to tell it
+            self.client_gone = True
 
     async def _keep_alive(self, send: Send) -> None:
         """A keep-alive comment after each interval in which nothing was written."""

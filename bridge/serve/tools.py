@@ -34,6 +34,7 @@ from bridge.core.emitter import IdFactory, random_id
 from bridge.core.encode import encode_event
 from bridge.serve.approvals import needs_approval
 from bridge.serve.history import tool_result_text
+from bridge.serve.observe import RunObservation, ToolOutcome
 from bridge.serve.redact import MIN_PIECE
 from bridge.serve.sse import without_lone_surrogates
 
@@ -246,17 +247,20 @@ class ServerTools:
             return event.ready(content, self._redact)
         return await anyio.to_thread.run_sync(event.ready, content, self._redact)
 
-    async def run(self, calls: Sequence[ToolCall]) -> AsyncGenerator[ToolCallResultEvent, None]:
+    async def run(
+        self, calls: Sequence[ToolCall], observe: RunObservation | None = None
+    ) -> AsyncGenerator[ToolCallResultEvent, None]:
         """Run the calls in parallel, at most ``max_parallel`` at once (the others wait their
         turn, in order); yield each one's result as it comes. Leaving early (the client went
-        away) cancels the calls still running, and the waiting ones never start."""
+        away) cancels the calls still running, and the waiting ones never start. ``observe``:
+        the run's telemetry, told of each call."""
         waiting = iter(calls)
         tasks: set[asyncio.Task[ToolCallResultEvent]] = set()
         try:
-            tasks.update(self._start(waiting, self.max_parallel))
+            tasks.update(self._start(waiting, self.max_parallel, observe))
             while tasks:
                 done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                tasks.update(self._start(waiting, len(done)))
+                tasks.update(self._start(waiting, len(done), observe))
                 for task in done:
                     yield task.result()
         finally:
@@ -266,23 +270,33 @@ class ServerTools:
                 await asyncio.wait(tasks)
 
     def _start(
-        self, waiting: Iterator[ToolCall], count: int
+        self, waiting: Iterator[ToolCall], count: int, observe: RunObservation | None
     ) -> Iterator[asyncio.Task[ToolCallResultEvent]]:
         for _, call in zip(range(count), waiting, strict=False):
-            yield asyncio.create_task(self._result(call))
+            yield asyncio.create_task(self._result(call, observe))
 
-    async def _result(self, call: ToolCall) -> ToolCallResultEvent:
+    async def _result(self, call: ToolCall, observe: RunObservation | None) -> ToolCallResultEvent:
         name = call.function.name
+        watch = observe.tool(call) if observe is not None else None
+        outcome: ToolOutcome = "error"
         try:
             async with asyncio.timeout(self.timeout):
                 content = await self._tools[name].invoke(call.function.arguments)
+            outcome = "ok"
         except TimeoutError:
             content = f"Error: the tool {name} did not answer within {self.timeout:g} s."
+            outcome = "timeout"
         except ToolError as exc:
             content = f"Error: {name}: {exc}"
         except Exception as exc:  # the tool's own failure: the model reads it, the log has more
             logger.warning("server tool %s failed", name, exc_info=True)
             content = f"Error: {name} failed: {type(exc).__name__}: {exc}"
+        except asyncio.CancelledError:  # the run ended first (its client went away)
+            if watch is not None:
+                watch.end("cancelled", "")
+            raise
+        if watch is not None:
+            watch.end(outcome, content)
         return await self.answer(call.id, content)
 
 

@@ -30,6 +30,7 @@ from bridge.core.errors import (
     UpstreamTruncatedError,
 )
 from bridge.core.upstream_url import shown_url, upstream_url_hint
+from bridge.serve.observe import TurnObservation
 from bridge.serve.sse import chunk_from_sse, without_lone_surrogates
 from bridge.serve.stream import READ_BURST
 from bridge.serve.transport import (
@@ -98,16 +99,20 @@ class UpstreamClient:
         return f"{self._origin.host}:{self._origin.port or default_port}"
 
     async def stream(
-        self, body: dict[str, Any], path: str = "/chat/completions"
+        self,
+        body: dict[str, Any],
+        path: str = "/chat/completions",
+        observe: TurnObservation | None = None,
     ) -> AsyncGenerator[dict[str, Any] | str, None]:
         """POST a chat completion (or, with ``path="/responses"``, a Responses API request) and
         yield its chunks or events (dicts and ``DONE``) as they arrive.
 
         A server that answers the streaming request with one JSON body (some do when tools are
         given) yields that body: the translator reads a whole ``chat.completion`` (or
-        ``response``) like a chunk.
+        ``response``) like a chunk. ``observe``: the turn's telemetry, told of each answer and
+        retry; the request carries its trace context.
         """
-        response = await self._open(body, path)
+        response = await self._open(body, path, observe)
         try:
             content_type = response.headers.get("content-type", "")
             if "text/event-stream" in content_type:
@@ -129,15 +134,20 @@ class UpstreamClient:
         finally:
             await response.aclose()
 
-    async def _open(self, body: dict[str, Any], path: str) -> httpx.Response:
+    async def _open(
+        self, body: dict[str, Any], path: str, observe: TurnObservation | None
+    ) -> httpx.Response:
         """Send the request, retrying only what failed before the answer began."""
         url = f"{self._base}{path}"
+        headers = _JSON
+        if observe is not None:
+            headers = {**_JSON, **observe.headers()}
         attempt = 0
         while True:
             try:
                 response = await self._client.send(
                     self._client.build_request(
-                        "POST", url, content=request_body(body), headers=_JSON
+                        "POST", url, content=request_body(body), headers=headers
                     ),
                     stream=True,
                 )
@@ -148,8 +158,12 @@ class UpstreamClient:
                 if not retryable or attempt >= self._config.retries:
                     raise self._translate(exc, answering=False) from exc
                 await anyio.sleep(self._backoff(attempt))
+                if observe is not None:
+                    observe.retry()
                 attempt += 1
                 continue
+            if observe is not None:
+                observe.answered(response.status_code)
             if response.status_code < 400:
                 return response
             try:
@@ -169,6 +183,8 @@ class UpstreamClient:
                     raise error  # the message already says when to retry
                 delay = max(delay, error.retry_after)
             await anyio.sleep(delay)
+            if observe is not None:
+                observe.retry()
             attempt += 1
 
     def _backoff(self, attempt: int) -> float:

@@ -1,0 +1,332 @@
+"""What the bridge tells about its runs: Prometheus metrics (``--metrics``,
+``bridge.serve.metrics``), OpenTelemetry spans (``--otel``, ``bridge.serve.otel``, with the
+``otel`` extra) and one log line per run (README "Observability").
+
+A run's ``RunObservation`` gathers its facts where they happen: the response's batches
+(``sent``: the first event, the terminal one), each upstream request (``turn``: its answers,
+retries, first output, usage), each server tool (``tool``), and the response's end (``end``:
+bytes sent, a client that went away). Nothing here runs per token but a counter's increment and
+one comparison: the rest is per batch, per request or per run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from ag_ui.core import (
+    BaseEvent,
+    RunErrorEvent,
+    RunFinishedEvent,
+    TextMessageContentEvent,
+    ToolCall,
+)
+
+from bridge.config import LogFormat
+from bridge.core.errors import BridgeError, UpstreamConnectionError, UpstreamHTTPError
+from bridge.core.translate import TurnOutcome
+
+if TYPE_CHECKING:  # imported only where they are used: metrics and tracing are optional
+    from bridge.serve.metrics import Metrics
+    from bridge.serve.otel import ChatSpan, RunSpan, ToolSpan, Tracing
+
+#: One line per run, at INFO, on its own logger (route or silence it apart).
+run_logger = logging.getLogger("agui_bridge.runs")
+
+Outcome = Literal["finished", "error", "cancelled", "interrupted"]
+ToolOutcome = Literal[
+    "ok", "error", "timeout", "cancelled", "awaiting_approval", "rejected", "handed_off"
+]
+
+
+class Telemetry:
+    """The app's telemetry: its metrics and tracer (each ``None`` when off), the run line's
+    form, and the redaction every text that leaves goes through."""
+
+    def __init__(
+        self,
+        *,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
+        log_format: LogFormat = "text",
+        redact: Callable[[str], str] = str,
+    ) -> None:
+        self.metrics = metrics
+        self.tracing = tracing
+        self.log_format = log_format
+        self.redact = redact
+
+    def run(
+        self,
+        *,
+        thread_id: str,
+        run_id: str,
+        model: str,
+        protocol: str,
+        received: float,
+        headers: Mapping[str, str] = {},
+    ) -> RunObservation:
+        """A run begins (``received``: ``time.perf_counter()`` when its request came in)."""
+        return RunObservation(
+            self,
+            thread_id=thread_id,
+            run_id=run_id,
+            model=model,
+            protocol=protocol,
+            received=received,
+            headers=headers,
+        )
+
+    def refused(self, status: int, code: str) -> None:
+        """A request answered with an HTTP error instead of a run."""
+        if self.metrics is not None:
+            self.metrics.refused(status, code)
+
+
+class RunObservation:
+    """One run's facts, gathered as it goes and told once it ends (``end``)."""
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        *,
+        thread_id: str,
+        run_id: str,
+        model: str,
+        protocol: str,
+        received: float,
+        headers: Mapping[str, str],
+    ) -> None:
+        self._telemetry = telemetry
+        self.metrics = telemetry.metrics
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.model = model
+        self.protocol = protocol
+        self.received = received
+        self.first_event: float | None = None
+        self.time_to_first_token: float | None = None  # the run's first upstream output
+        self.outcome: Outcome = "cancelled"  # until a terminal event is sent
+        self.code = ""
+        self.tokens = {"input": 0, "output": 0, "reasoning": 0, "cached_input": 0}
+        self.tool_calls = 0
+        self.upstream_requests = 0
+        self.span: RunSpan | None = None
+        if telemetry.tracing is not None:
+            self.span = telemetry.tracing.run(
+                headers, thread_id=thread_id, run_id=run_id, model=model
+            )
+        if self.metrics is not None:
+            self.metrics.run_started(model)
+
+    @property
+    def capture_content(self) -> bool:
+        """Whether the spans carry message content (``--otel-content``)."""
+        return self.span is not None and self.span.content
+
+    def sent(self, batch: Sequence[BaseEvent]) -> None:
+        """A batch of the run's events goes to the client."""
+        if self.first_event is None:
+            self.first_event = time.perf_counter()
+        last = batch[-1] if batch else None
+        if isinstance(last, RunFinishedEvent):
+            interrupted = last.outcome is not None and last.outcome.type == "interrupt"
+            self.outcome = "interrupted" if interrupted else "finished"
+        elif isinstance(last, RunErrorEvent):
+            self.outcome, self.code = "error", last.code or "error"
+
+    def turn(self, body: Mapping[str, Any]) -> TurnObservation:
+        """An upstream request of the run begins (one per model turn)."""
+        self.upstream_requests += 1
+        return TurnObservation(self, body)
+
+    def tool(self, call: ToolCall) -> ToolObservation:
+        """A server tool's call begins."""
+        return ToolObservation(self, call)
+
+    def tool_calls_left(self, names: Sequence[str], outcome: ToolOutcome) -> None:
+        """Calls that did not run here: left to the frontend (``handed_off``), waiting for a
+        person (``awaiting_approval``) or declined by one (``rejected``)."""
+        self.tool_calls += len(names)
+        if self.metrics is not None:
+            side = "frontend" if outcome == "handed_off" else "server"
+            for name in names:
+                self.metrics.tool_call(name, side, outcome)
+
+    def end(self, *, bytes_sent: int, disconnected: bool, stopped: bool) -> None:
+        """The response is over (``stopped``: ended by the shutdown's RUN_ERROR)."""
+        now = time.perf_counter()
+        if stopped:  # the shutdown's RUN_ERROR went out in place of the run's own end
+            self.outcome, self.code = "error", "shutting_down"
+        duration = now - self.received
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.run_ended(self, duration, disconnected=disconnected)
+        if self.span is not None:
+            self.span.end(self)
+        self._log(duration, bytes_sent)
+
+    def _log(self, duration: float, bytes_sent: int) -> None:
+        if not run_logger.isEnabledFor(logging.INFO):
+            return
+        redact = self._telemetry.redact
+        ttft = self.time_to_first_token
+        fields: dict[str, Any] = {
+            "event": "run",
+            "thread": redact(self.thread_id),
+            "run": redact(self.run_id),
+            "model": self.model,
+            "protocol": self.protocol,
+            "outcome": self.outcome,
+            "code": self.code or None,
+            "duration_ms": round(duration * 1000, 1),
+            "ttft_ms": None if ttft is None else round(ttft * 1000, 1),
+            "tokens_in": self.tokens["input"],
+            "tokens_out": self.tokens["output"],
+            "tokens_reasoning": self.tokens["reasoning"],
+            "tool_calls": self.tool_calls,
+            "upstream_requests": self.upstream_requests,
+            "bytes_sent": bytes_sent,
+        }
+        if self._telemetry.log_format == "json":
+            line = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+        else:
+            line = "run " + " ".join(
+                f"{key}={'-' if value is None else _quoted(value)}"
+                for key, value in fields.items()
+                if key != "event"
+            )
+        run_logger.info("%s", line, extra={"agui_run": fields})
+
+
+def _quoted(value: object) -> str:
+    text = str(value)
+    return json.dumps(text) if not text or any(c in text for c in ' "=\n') else text
+
+
+class TurnObservation:
+    """One upstream request: its HTTP answers (``answered``, one per attempt), its retries, its
+    first output (``output``), its end (``end``)."""
+
+    def __init__(self, run: RunObservation, body: Mapping[str, Any]) -> None:
+        self._run = run
+        self.model = str(body.get("model") or run.model)
+        self.started = time.perf_counter()
+        self.first_output: float | None = None
+        self.chunks = 0
+        self.status: int | None = None
+        self.span: ChatSpan | None = None
+        if run.span is not None:
+            self.span = run.span.chat(self.model, body)
+
+    def headers(self) -> dict[str, str]:
+        """The trace context the upstream request carries (W3C ``traceparent``)."""
+        return self.span.headers() if self.span is not None else {}
+
+    def answered(self, status: int) -> None:
+        """The upstream answered this attempt with an HTTP status."""
+        self.status = status
+        if self._run.metrics is not None:
+            self._run.metrics.upstream_answered(self._run.model, str(status))
+
+    def retry(self) -> None:
+        if self._run.metrics is not None:
+            self._run.metrics.upstream_retry(self._run.model)
+
+    def content(self, events: Sequence[BaseEvent]) -> None:
+        """The turn's answer text, for its span (``--otel-content`` only)."""
+        if self.span is not None:
+            self.span.output.extend(
+                event.delta for event in events if isinstance(event, TextMessageContentEvent)
+            )
+
+    def output(self) -> None:
+        """The turn's first output reached the translator: the time to first token."""
+        now = time.perf_counter()
+        self.first_output = now
+        run = self._run
+        if run.time_to_first_token is None:
+            run.time_to_first_token = now - run.received
+        if run.metrics is not None:
+            run.metrics.first_token(run.model, now - self.started)
+
+    def end(
+        self, outcome: TurnOutcome, error: BridgeError | None, *, cancelled: bool = False
+    ) -> None:
+        """The turn is over: answered, failed (``error``), or ``cancelled`` with its run."""
+        run = self._run
+        usage = outcome.usage
+        if usage is not None:
+            run.tokens["input"] += usage.input_tokens or 0
+            run.tokens["output"] += usage.output_tokens or 0
+            run.tokens["reasoning"] += usage.reasoning_tokens or 0
+            run.tokens["cached_input"] += usage.cached_input_tokens or 0
+        kind = failure_kind(error) if error is not None else None
+        if run.metrics is not None:
+            if self.status is None and error is not None:  # no HTTP answer at all
+                run.metrics.upstream_answered(run.model, "none")
+            run.metrics.turn_ended(run.model, self.chunks, usage, kind)
+        if self.span is not None:
+            first = None if self.first_output is None else self.first_output - self.started
+            self.span.end(outcome, error, kind, first, self.status, cancelled=cancelled)
+
+
+def failure_kind(error: BridgeError) -> str:
+    """How an upstream request failed, in a word: the connection's reason (``refused``,
+    ``dns``, ``tls``, ``closed``, ``connect``), ``http``, or the error's code."""
+    if isinstance(error, UpstreamConnectionError):
+        return error.reason or "connect"
+    if isinstance(error, UpstreamHTTPError):
+        return "http"
+    return error.code
+
+
+class ToolObservation:
+    """One server tool's call, from its start to ``end``."""
+
+    def __init__(self, run: RunObservation, call: ToolCall) -> None:
+        self._run = run
+        self.name = call.function.name
+        self.started = time.perf_counter()
+        self.span: ToolSpan | None = None
+        if run.span is not None:
+            self.span = run.span.tool(call)
+
+    def end(self, outcome: ToolOutcome, result: str) -> None:
+        run = self._run
+        run.tool_calls += 1
+        if run.metrics is not None:
+            run.metrics.tool_call(self.name, "server", outcome)
+            run.metrics.tool_duration(self.name, time.perf_counter() - self.started)
+        if self.span is not None:
+            self.span.end(outcome, result)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line: ``time``, ``level``, ``logger``, then the run line's
+    fields or the ``message`` (and its ``exception``). ``serve --log-format json`` puts it on
+    every logger of the bridge's and uvicorn's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()  # uvicorn's formats and colours do not apply
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+        }
+        run = getattr(record, "agui_run", None)
+        if isinstance(run, dict):
+            fields.update(run)
+        else:
+            fields["message"] = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            fields["exception"] = record.exc_text
+        return json.dumps(fields, ensure_ascii=False, default=str)
