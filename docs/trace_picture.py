@@ -109,8 +109,8 @@ h1{{font-size:15px;margin:0 0 10px}} .row{{display:grid;grid-template-columns:30
 gap:4px 12px;padding:6px 0;border-top:1px solid #e5e7eb}} .name{{font-weight:600}}
 small{{color:#6b7280;font-weight:400}} .lane{{position:relative;height:18px;background:#f6f8fa}}
 .bar{{position:absolute;top:3px;height:12px;border-radius:3px;background:#2563eb}}
-.client{{background:#059669}} .internal{{background:#d97706}} .attrs{{grid-column:2;color:#4b5563;font:11px ui-monospace,
-monospace;word-break:break-all}}</style>
+.client{{background:#059669}} .internal{{background:#d97706}}
+.attrs{{grid-column:2;color:#4b5563;font:11px ui-monospace,monospace;word-break:break-all}}</style>
 <h1>Trace {trace_id}: <code>agui-bridge demo --otel</code>, "What time is it?" (parent: the
 request's traceparent)</h1>{"".join(rows)}"""
 
