@@ -328,7 +328,7 @@ def test_a_servers_stderr_and_the_sdks_log_are_ours_and_redacted() -> None:
     finally:
         process.terminate()
         out, err = process.communicate(timeout=30)
-    assert "[mcp noisy] oops the key is [redacted]" in err.splitlines()
+    assert "WARNING:  [mcp noisy] oops the key is [redacted]" in err.splitlines()
     assert "Failed to parse JSONRPC message from server" in err  # the SDK's log, redacted
     assert "junk [redacted] junk" in err
     pieces = {SECRET[i : i + 8] for i in range(len(SECRET) - 7)}

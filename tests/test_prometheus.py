@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_server import Prometheus, prometheus, require_prometheus
 
 from agui_rules import check_frames, parse_body
+from prometheus_server import Prometheus, prometheus, require_prometheus
 from servers import TOOLS, free_port, run_input
 
 ROOT = Path(__file__).resolve().parent.parent
