@@ -88,7 +88,9 @@ def test_an_interrupt_and_a_declined_call_are_counted_as_such() -> None:
     from test_approvals_http import interrupted, resume
 
     with scripted_stack(
-        tools=cast(list[Callable[..., Any]], APPROVAL_TOOLS), metrics=True, secret="Qx7Vb2Kp9Lm4Nz8Rt1Wy6Hd5Jf0Gs3"
+        tools=cast(list[Callable[..., Any]], APPROVAL_TOOLS),
+        metrics=True,
+        secret="Qx7Vb2Kp9Lm4Nz8Rt1Wy6Hd5Jf0Gs3",
     ) as made:
         first, frames, history = interrupted(made)
         post(made.bridge_url, resume(first, history, frames, {"approved": False}))
