@@ -457,6 +457,37 @@ def test_a_host_apps_tracer_provider_gets_the_spans() -> None:
     assert run["parent"] == "b7ad6b7169203331"
 
 
+#: A host app whose own instrumentation has a span open around the request (an ASGI
+#: middleware's server span): the bridge's run nests under it.
+_HOST_SPAN = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+with trace.get_tracer("host").start_as_current_span("host request"):
+    asyncio.run(one_run(otel=True))
+print(json.dumps([
+    {"name": span.name, "trace_id": format(span.context.trace_id, "032x"),
+     "span_id": format(span.context.span_id, "016x"),
+     "parent": span.parent and format(span.parent.span_id, "016x")}
+    for span in exporter.get_finished_spans()
+]))
+"""
+
+
+@pytest.mark.usefixtures("otel_extra")
+def test_inside_a_host_apps_span_the_run_nests_under_it() -> None:
+    spans = {span["name"]: span for span in _python(_ONE_RUN + _HOST_SPAN)}
+    host, run = spans["host request"], spans[RUN_SPAN]
+    assert run["parent"] == host["span_id"] and run["trace_id"] == host["trace_id"]
+    assert spans[f"chat {DEFAULT_SCRIPTED_MODEL}"]["parent"] == run["span_id"]
+
+
 @pytest.mark.parametrize(
     "off",
     [{"OTEL_SDK_DISABLED": "true"}, {"OTEL_TRACES_EXPORTER": "none"}],

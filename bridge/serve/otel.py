@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 from ag_ui.core import ToolCall
 
 from bridge import __version__
-from bridge.core.errors import BridgeError
+from bridge.core.errors import BridgeError, UpstreamHTTPError
 from bridge.core.translate import TurnOutcome
 
 if TYPE_CHECKING:
@@ -85,7 +85,10 @@ class Tracing:
     def run(
         self, headers: Mapping[str, str], *, thread_id: str, run_id: str, model: str
     ) -> RunSpan:
-        parent = propagate.extract(headers)
+        # Inside a host app's own span (its ASGI instrumentation), nest there; else the
+        # request's traceparent, if any, is the parent.
+        current = trace.get_current_span().get_span_context()
+        parent = None if current.is_valid else propagate.extract(headers)
         span = self._tracer.start_span(
             f"invoke_agent {AGENT_NAME}",
             context=parent,
@@ -130,8 +133,11 @@ class RunSpan:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 attributes[name] = value
         if self.content:
-            messages = body.get("messages", body.get("input"))
-            attributes["gen_ai.input.messages"] = _json(messages)
+            messages = body.get("messages")
+            if isinstance(messages, list):
+                attributes["gen_ai.input.messages"] = _json(list(map(_input_message, messages)))
+            else:  # the Responses API's input items, as they went
+                attributes["gen_ai.input.messages"] = _json(body.get("input"))
             if body.get("tools"):
                 attributes["gen_ai.tool.definitions"] = _json(body["tools"])
         span = tracing._child(self._span, f"chat {model}", SpanKind.CLIENT, attributes)
@@ -213,7 +219,9 @@ class ChatSpan:
                 message["finish_reason"] = outcome.finish_reason
             span.set_attribute("gen_ai.output.messages", _json([message]))
         if error is not None:
-            span.set_attribute("error.type", failure or error.code)
+            # An HTTP error by its status, as OpenTelemetry's HTTP conventions have it.
+            kind = str(error.status) if isinstance(error, UpstreamHTTPError) else failure
+            span.set_attribute("error.type", kind or error.code)
             span.set_status(Status(StatusCode.ERROR, error.message))
         elif cancelled:
             span.set_attribute("error.type", "cancelled")
@@ -257,6 +265,40 @@ _USAGE = {
     "reasoning": "gen_ai.usage.reasoning.output_tokens",
     "cached_input": "gen_ai.usage.cache_read.input_tokens",
 }
+
+
+def _input_message(message: Any) -> Any:
+    """A Chat Completions message in the GenAI conventions' form: its role and its parts
+    (``text``, ``reasoning``, ``tool_call``, ``tool_call_response``; other content as it is)."""
+    if not isinstance(message, dict):
+        return message
+    role = message.get("role")
+    parts: list[Any] = []
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append({"type": "reasoning", "content": reasoning})
+    content = message.get("content")
+    if role == "tool":
+        parts.append(
+            {"type": "tool_call_response", "id": message.get("tool_call_id"), "response": content}
+        )
+    elif isinstance(content, str):
+        parts.append({"type": "text", "content": content})
+    elif isinstance(content, list):
+        for item in content:
+            text = item.get("text") if isinstance(item, dict) else None
+            parts.append({"type": "text", "content": text} if isinstance(text, str) else item)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id") if isinstance(call, dict) else None,
+                "name": function.get("name"),
+                "arguments": function.get("arguments"),
+            }
+        )
+    return {"role": role, "parts": parts}
 
 
 def _json(value: Any) -> str:
