@@ -1,9 +1,31 @@
-"""The ASGI app's public face: ``create_app`` and ``mount`` (the code is in ``bridge.serve.app``).
+"""The ASGI app's public face: ``create_app`` and ``mount`` (the code is in ``bridge.serve.app``),
+and ``from_env``, the app built from the environment for other servers' workers.
 
 Kept as a module of its own, without a deprecation, because the README and many apps import
 ``from bridge.app import create_app, mount``; ``from bridge import create_app, mount`` works too.
 """
 
+from __future__ import annotations
+
+import os
+
+from starlette.applications import Starlette
+
 from bridge.serve.app import Bridge, create_app, mount
 
-__all__ = ["Bridge", "create_app", "mount"]
+__all__ = ["Bridge", "create_app", "from_env", "mount"]
+
+
+def from_env() -> Starlette:
+    """The bridge's app, configured as ``agui-bridge serve`` would be by the flags the
+    environment sets (``--flag-name`` is ``AGUI_BRIDGE_FLAG_NAME``; ``OPENAI_BASE_URL`` and
+    ``OPENAI_API_KEY`` as for ``serve``): for ``uvicorn bridge.app:from_env --factory
+    --workers N``, gunicorn with uvicorn's worker, granian (README "Deploy"). The agent is at
+    ``POST /``; the run lines go to stderr unless the host configured the ``agui_bridge``
+    logger."""
+    from bridge.cli.serving import log_to_stderr
+    from bridge.cli.settings import config_from_env
+
+    config = config_from_env(os.environ)
+    log_to_stderr(config.log_format)
+    return create_app(config)

@@ -22,8 +22,9 @@ import httpx
 import pytest
 from ag_ui.core import AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserMessage
 
-from bridge.cli.command import _config, _parser
 from bridge.cli.demo import create_scripted_upstream
+from bridge.cli.parser import build_parser
+from bridge.cli.settings import config_from_args
 from bridge.serve.app import create_app
 from bridge.serve.approvals import RESPONSE_SCHEMA
 from bridge.serve.resume import APPROVED_STATEMENT, UNANSWERED_STATEMENT, settle_approvals
@@ -437,7 +438,7 @@ def test_without_a_secret_the_bridge_makes_one_and_says_so(
 
 def test_the_flags_map_onto_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SECRET", SECRET)
-    args = _parser().parse_args(
+    args = build_parser().parse_args(
         [
             "serve",
             "--model",
@@ -452,13 +453,15 @@ def test_the_flags_map_onto_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
             "60",
         ]
     )
-    config = _config(args, upstream_url="http://127.0.0.1:1/v1", model="m", models=[], api_key=None)
+    config = config_from_args(
+        args, upstream_url="http://127.0.0.1:1/v1", model="m", models=[], api_key=None
+    )
     assert config.approve == ("mail__*", "files__write_*")
     assert config.secret == SECRET and SECRET not in repr(config)
     assert config.approval_timeout == 60
     monkeypatch.delenv("AGUI_BRIDGE_SECRET", raising=False)
-    default = _parser().parse_args(["serve", "--model", "m"])
-    plain = _config(
+    default = build_parser().parse_args(["serve", "--model", "m"])
+    plain = config_from_args(
         default, upstream_url="http://127.0.0.1:1/v1", model="m", models=[], api_key=None
     )
     assert (plain.approve, plain.secret, plain.approval_timeout) == ((), None, 900)

@@ -17,10 +17,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Mount, Route
 
-from bridge.cli.command import _config, _parser, main
+from bridge.cli.command import main
 from bridge.cli.demo import SCRIPTED_MODELS, create_scripted_upstream
 from bridge.cli.doctor import HARMONY_REASONING, diagnose
+from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording
+from bridge.cli.settings import config_from_args
 from bridge.serve.record import FORMAT
 from faulty_upstream import fault_model, faulty_upstream, refusing_upstream
 from helpers import FIXTURES
@@ -79,11 +81,11 @@ def test_scripted_dialect(scripted_url: str, model: str) -> None:
     # flags the bridge shows the reasoning as reasoning and the call as a call, no markers.
     command = shlex.split(report["serve_command"])
     assert command[:2] == ["agui-bridge", "serve"]
-    args = _parser().parse_args(command[1:])
+    args = build_parser().parse_args(command[1:])
     assert args.model == model and args.upstream_url == scripted_url
     assert args.starts_in_reasoning is starts
     expected_format = tool_calls if tool_calls != "structured" else "auto"
-    assert _config(args, upstream_url=scripted_url, model=model, models=[], api_key=None)
+    assert config_from_args(args, upstream_url=scripted_url, model=model, models=[], api_key=None)
     assert args.text_tool_format == expected_format
     view = report["bridge_view"]
     assert bool(view["plain"]["reasoning"]) is (reasoning != "none")

@@ -72,7 +72,7 @@ def test_a_full_disk_mid_run_stops_the_recording_not_the_run(
     real_open = Path.open
 
     def small_disk(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if path.parent != tmp_path or "w" not in mode:
+        if path.parent != tmp_path or not {"w", "x"} & set(mode):
             return real_open(path, mode, *args, **kwargs)
         return _SmallDisk(real_open(path, "wb"), room)
 

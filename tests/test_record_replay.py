@@ -26,8 +26,8 @@ from starlette.routing import Mount
 
 import bridge
 from agui_rules import check_frames, parse_body
-from bridge.cli.command import _parser
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
+from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording, replay_summary, serve_command
 from bridge.config import BridgeConfig
 from bridge.serve.app import create_app
@@ -247,11 +247,13 @@ def test_the_replay_command_serves_a_recording(tmp_path: Path) -> None:
 
 
 def test_serve_record_flag_maps_onto_the_config(tmp_path: Path) -> None:
-    from bridge.cli.command import _config, _parser
+    from bridge.cli.settings import config_from_args
 
     flags = ["--upstream-url", "http://127.0.0.1:8080/v1", "--model", "m"]
-    args = _parser().parse_args(["serve", *flags, "--record", str(tmp_path)])
-    config = _config(args, upstream_url=args.upstream_url, model="m", models=[], api_key=None)
+    args = build_parser().parse_args(["serve", *flags, "--record", str(tmp_path)])
+    config = config_from_args(
+        args, upstream_url=args.upstream_url, model="m", models=[], api_key=None
+    )
     assert config.record_dir == str(tmp_path)
 
 
@@ -339,7 +341,7 @@ def test_a_recording_through_a_prefix_replays_behind_any_prefix(tmp_path: Path) 
     assert {exchange.endpoint for exchange in recording.exchanges} == {"/chat/completions"}
     # The serve line names every model the runs asked for, and the flags they were read with.
     line = serve_command(recording, "http://127.0.0.1:8001/v1")
-    args = _parser().parse_args(line[1:])
+    args = build_parser().parse_args(line[1:])
     assert (args.upstream_url, args.model) == ("http://127.0.0.1:8001/v1", DEFAULT_SCRIPTED_MODEL)
     assert args.models == ",".join(models)
     assert args.starts_in_reasoning_model == ["scripted-think-no-open"]
@@ -435,7 +437,7 @@ def test_the_replay_serve_line_works_pasted(tmp_path: Path, api: str) -> None:
         line = _read_until(replay.stdout, "point a bridge at it: ", deadline)
         pasted = shlex.split(line.removeprefix("point a bridge at it: "))
         assert pasted[:2] == ["agui-bridge", "serve"]
-        args = _parser().parse_args(pasted[1:])  # the real parser takes it
+        args = build_parser().parse_args(pasted[1:])  # the real parser takes it
         assert args.model == "scripted-think-no-open"
         assert args.upstream_api == api
         assert args.starts_in_reasoning_model == ["scripted-think-no-open"]

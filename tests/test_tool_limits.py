@@ -116,13 +116,13 @@ def test_calls_past_max_parallel_tools_wait_their_turn() -> None:
 
 
 def test_the_limits_are_flags_and_checked() -> None:
-    from bridge.cli.command import _parser
+    from bridge.cli.parser import build_parser
 
-    args = _parser().parse_args(
+    args = build_parser().parse_args(
         ["serve", "--model", "m", "--max-parallel-tools", "4", "--tool-threads", "2"]
     )
     assert (args.max_parallel_tools, args.tool_threads) == (4, 2)
-    defaults = _parser().parse_args(["serve", "--model", "m"])
+    defaults = build_parser().parse_args(["serve", "--model", "m"])
     assert (defaults.max_parallel_tools, defaults.tool_threads) == (16, 8)
     for field in ("max_parallel_tools", "tool_threads"):
         with pytest.raises(ValueError, match="at least 1"):

@@ -176,9 +176,9 @@ def _wait_for(port: int) -> None:
 
 
 def test_help_explains_every_option() -> None:
-    from bridge.cli.command import _parser
+    from bridge.cli.parser import build_parser
 
-    parser = _parser()
+    parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     for name, sub in commands.items():
         for action in sub._actions:

@@ -9,6 +9,7 @@ names, ``other`` after; ``code`` is one of the bridge's error codes.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from ag_ui.core import TokenUsage
@@ -19,6 +20,7 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    multiprocess,
 )
 from prometheus_client.exposition import choose_encoder
 
@@ -41,15 +43,29 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = registry = CollectorRegistry()
-        ProcessCollector(registry=registry)  # process_cpu_seconds_total, RSS, open fds
-        PlatformCollector(registry=registry)
-        info = Gauge("agui_bridge_info", "The bridge's version.", ["version"], registry=registry)
+        #: prometheus-client's multiprocess mode (``serve --workers``): each worker's values go
+        #: to this folder, and ``/metrics`` reports them all, from whichever worker answers.
+        self.multiprocess_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+        if self.multiprocess_dir is None:  # a process's own: meaningless summed over workers
+            ProcessCollector(registry=registry)  # process_cpu_seconds_total, RSS, open fds
+            PlatformCollector(registry=registry)
+        info = Gauge(
+            "agui_bridge_info",
+            "The bridge's version.",
+            ["version"],
+            registry=registry,
+            multiprocess_mode="max",
+        )
         info.labels(__version__).set(1)
         self.runs_started = Counter(
             "agui_bridge_runs_started", "Runs begun.", ["model"], registry=registry
         )
         self.runs_in_flight = Gauge(
-            "agui_bridge_runs_in_flight", "Runs streaming now.", ["model"], registry=registry
+            "agui_bridge_runs_in_flight",
+            "Runs streaming now.",
+            ["model"],
+            registry=registry,
+            multiprocess_mode="livesum",  # the live workers' sum
         )
         self.runs_ended = Counter(
             "agui_bridge_runs_ended",
@@ -141,7 +157,11 @@ class Metrics:
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition body and its content type (OpenMetrics when the scraper asks)."""
         encoder, content_type = choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+        if self.multiprocess_dir is None:
+            return encoder(self.registry), content_type
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return encoder(registry), content_type
 
     def run_started(self, model: str) -> None:
         self.runs_started.labels(model).inc()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -191,6 +192,7 @@ class RunObservation:
             "tool_calls": self.tool_calls,
             "upstream_requests": self.upstream_requests,
             "bytes_sent": bytes_sent,
+            "pid": os.getpid(),  # the worker, with serve --workers
         }
         if self._telemetry.log_format == "json":
             line = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))

@@ -1,7 +1,7 @@
 """Recorded runs (``agui-bridge serve --record DIR``): everything needed to replay a run anywhere.
 
-Each run is one JSON Lines file, ``DIR/<UTC time>-<n>-<run id>.jsonl``, written as the run goes
-(a run cut short still leaves its file). Every line is an object with a ``type``; ``t`` is the
+Each run is one JSON Lines file, ``DIR/<UTC time>-<pid>-<n>-<run id>.jsonl``, written as the run
+goes (a run cut short still leaves its file). Every line is an object with a ``type``; ``t`` is the
 seconds since the run began (monotonic clock):
 
 - ``run``: the header: ``format`` (``agui-bridge-record/2``), ``bridge_version``
@@ -114,7 +114,11 @@ class Recorder:
         """Record one run: the upstream exchanges made meanwhile in this task, and its events."""
         started = datetime.now(UTC)
         safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_input.run_id)
-        name = f"{started:%Y%m%dT%H%M%S.%fZ}-{next(self._count):04d}-{safe_id[:80]}.jsonl"
+        # The process id too: the workers of one bridge (serve --workers) share the folder.
+        name = (
+            f"{started:%Y%m%dT%H%M%S.%fZ}-{os.getpid()}-{next(self._count):04d}-"
+            f"{safe_id[:80]}.jsonl"
+        )
         record = RunRecord(self.directory / name, self._redactor)
         record.write(
             "run",
@@ -208,7 +212,7 @@ class RunRecord:
         data = (line + "\n").encode("utf-8", "backslashreplace")
         try:
             if self._file is None:
-                self._file = self.path.open("wb")
+                self._file = self.path.open("xb")  # never another run's file
             self._file.write(data)
             self._file.flush()  # a run cut short (a crash, a kill) still leaves what it saw
         except OSError as exc:

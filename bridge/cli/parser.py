@@ -1,0 +1,156 @@
+"""The ``agui-bridge`` command's flags: one ``argparse`` tree (``build_parser``), each command
+naming itself in ``args.command``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from bridge import __version__
+from bridge.cli.demo import SCRIPTED_MODELS
+from bridge.cli.doctor import DEFAULT_KEY_ENV
+from bridge.cli.options import add_translate_options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agui-bridge",
+        description="Serve an OpenAI-compatible model server as an AG-UI agent (POST /agent).",
+    )
+    parser.add_argument("--version", action="version", version=f"agui-bridge {__version__}")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a real upstream",
+        description="Serve a real OpenAI-compatible upstream.",
+    )
+    add_serve_flags(serve)
+    serve.set_defaults(command="serve")
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="probe an upstream and tell which serve flags it needs",
+        description="Probe an OpenAI-compatible upstream with a few small requests and report "
+        "how it sends reasoning, tool calls and usage, and the serve command it needs. Exit "
+        "status 0 when the upstream is usable.",
+    )
+    doctor.add_argument(
+        "--upstream-url",
+        default=os.environ.get("OPENAI_BASE_URL"),
+        help="base URL of the OpenAI-compatible API, including /v1 (default: $OPENAI_BASE_URL)",
+    )
+    doctor.add_argument("--model", help="model to probe (default: the first the upstream lists)")
+    doctor.add_argument(
+        "--api-key-env",
+        default=DEFAULT_KEY_ENV,
+        metavar="VAR",
+        help="environment variable holding the upstream API key (default: OPENAI_API_KEY)",
+    )
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.set_defaults(command="doctor")
+
+    replay = commands.add_parser(
+        "replay",
+        help="serve recorded runs (serve --record DIR) as an OpenAI-compatible upstream",
+        description="Serve the upstream answers recorded by `serve --record DIR`, with their "
+        "read boundaries and pace: point a bridge at it to reproduce the recorded runs.",
+    )
+    replay.add_argument("directory", metavar="DIR", help="the folder given to serve --record")
+    replay.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="pace factor: 2 replays twice as fast, 0.5 at half speed (default 1)",
+    )
+    _add_listen(replay, port=8001)
+    replay.set_defaults(command="replay")
+
+    demo = commands.add_parser(
+        "demo",
+        help="serve the demo with the built-in scripted model",
+        description="Serve the bridge with the embedded scripted upstream: no model server needed.",
+    )
+    _add_listen(demo, port=8000)
+    demo.add_argument(
+        "--pace", type=float, default=0.03, help="seconds between the scripted model's tokens"
+    )
+    add_translate_options(demo)
+    demo.set_defaults(command="demo")
+
+    scripted = commands.add_parser(
+        "scripted-upstream",
+        help="run only the scripted OpenAI-compatible model server",
+        description=f"Serve the scripted model alone; models: {', '.join(SCRIPTED_MODELS)}.",
+    )
+    _add_listen(scripted, port=8001)
+    scripted.add_argument(
+        "--pace", type=float, default=0.0, help="seconds between streamed chunks (default 0)"
+    )
+    scripted.set_defaults(command="scripted-upstream")
+    return parser
+
+
+def _add_listen(parser: argparse.ArgumentParser, *, port: int) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=port,
+        help=f"port to listen on (default {port}; 0 picks a free one)",
+    )
+    parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    """``serve``'s flags alone (``bridge.cli.settings.config_from_env`` reads them from the
+    environment)."""
+    parser = argparse.ArgumentParser(prog="agui-bridge serve")
+    add_serve_flags(parser)
+    return parser
+
+
+def add_serve_flags(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--upstream-url",
+        default=os.environ.get("OPENAI_BASE_URL"),
+        help="base URL of the OpenAI-compatible API, including /v1 "
+        "(default: $OPENAI_BASE_URL), e.g. http://127.0.0.1:8080/v1",
+    )
+    serve.add_argument("--model", required=True, help="model to ask for when the client names none")
+    serve.add_argument(
+        "--models",
+        default="",
+        help="comma-separated further models a client may pick with forwardedProps.model "
+        "(and the demo page's picker); '*' admits every model the upstream lists at /v1/models",
+    )
+    serve.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the upstream API key, sent as a Bearer token "
+        "(default: OPENAI_API_KEY; unset means no key)",
+    )
+    serve.add_argument(
+        "--web-demo",
+        action="store_true",
+        help="also serve the demo page at / (in a checkout, `make demo` builds it)",
+    )
+    serve.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record every run in DIR (one JSON Lines file each: the upstream request without "
+        "the key, its status, headers and raw bytes with their times, the events sent); "
+        "`agui-bridge replay DIR` serves them again",
+    )
+    _add_listen(serve, port=8000)
+    add_translate_options(serve)
+    serve.add_argument(
+        "--workers",
+        default=os.environ.get("AGUI_BRIDGE_WORKERS", "1"),
+        metavar="N",
+        help="processes serving the one port, each with this configuration (default 1; "
+        "'auto': one per core); a worker that dies is replaced, SIGTERM drains them all",
+    )

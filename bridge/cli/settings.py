@@ -1,0 +1,173 @@
+"""From flags (or the environment) to a ``BridgeConfig``: the flags only map onto it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import NoReturn
+
+from bridge.cli.options import mcp_servers, otel_requested
+from bridge.cli.parser import add_serve_flags, serve_parser
+from bridge.config import BridgeConfig, importable
+from bridge.core.translate import TranslateOptions
+
+
+def config_from_args(
+    args: argparse.Namespace,
+    *,
+    upstream_url: str,
+    model: str,
+    models: Sequence[str],
+    api_key: str | None,
+    environ: Mapping[str, str] = os.environ,
+) -> BridgeConfig:
+    translate = TranslateOptions(
+        reasoning_tags=[tag for tag in args.reasoning_tags.split(",") if tag],
+        starts_in_reasoning=args.starts_in_reasoning,
+        text_tool_format=args.text_tool_format,
+    )
+    open_tag = replace(translate, starts_in_reasoning=True)
+    return BridgeConfig(
+        upstream_url=upstream_url,
+        model=model,
+        models=tuple(models),
+        api_key=api_key,
+        connect_timeout=args.connect_timeout,
+        idle_timeout=args.idle_timeout,
+        translate=translate,
+        translate_overrides={name: open_tag for name in args.starts_in_reasoning_model},
+        reasoning_history=args.reasoning_history,
+        reasoning_scope=args.reasoning_scope,
+        include_state=args.include_state,
+        include_usage=not args.no_usage,
+        upstream_stream=args.upstream_stream == "on",
+        upstream_transport=args.upstream_transport,
+        upstream_api=args.upstream_api,
+        responses_store=args.responses_store,
+        retries=args.retries,
+        retry_after_cap=args.retry_after_cap,
+        keepalive_interval=args.keepalive_interval,
+        max_body_bytes=args.max_body_bytes,
+        max_messages=args.max_messages,
+        max_line_bytes=args.max_line_bytes,
+        max_concurrent_runs=args.max_concurrent_runs,
+        cors_origins=tuple(args.cors_origin),
+        auth_token=args.auth_token or None,
+        agui_protocol=args.agui_protocol,
+        mcp_servers=mcp_servers(args.mcp),
+        mcp_optional=tuple(args.mcp_optional),
+        tool_timeout=args.tool_timeout,
+        max_tool_rounds=args.max_tool_rounds,
+        max_parallel_tools=args.max_parallel_tools,
+        tool_threads=args.tool_threads,
+        approve=tuple(args.approve),
+        secret=environ.get(args.secret_env) or None,
+        approval_timeout=args.approval_timeout,
+        record_dir=getattr(args, "record", None),
+        metrics=args.metrics or args.metrics_public,
+        metrics_public=args.metrics_public,
+        otel=_otel(args, environ),
+        otel_content=args.otel_content,
+        log_format=args.log_format,
+    )
+
+
+def _otel(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """``--otel``, or the SDK's variables; asked by the variables alone without the SDK
+    installed, the bridge says so and serves untraced (``--otel`` without it is an error)."""
+    wanted = otel_requested(args.otel, environ)
+    if wanted is not None:
+        return wanted
+    if not importable("opentelemetry.sdk"):
+        logging.getLogger("agui_bridge").warning(
+            "OTEL_* variables are set but the OpenTelemetry SDK is not installed: serving "
+            "without traces (pip install 'agui-bridge[otel]')"
+        )
+        return False
+    return True
+
+
+def serve_config(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> BridgeConfig:
+    """``agui-bridge serve``'s configuration (its upstream, models and key, then the shared
+    flags); ``environ`` holds the variables the flags name (the key's, the secret's)."""
+    if not args.upstream_url:
+        raise ValueError("give --upstream-url or set OPENAI_BASE_URL")
+    return config_from_args(
+        args,
+        upstream_url=args.upstream_url,
+        model=args.model,
+        models=[m for m in args.models.split(",") if m],
+        api_key=environ.get(args.api_key_env) or None,
+        environ=environ,
+    )
+
+
+#: ``serve``'s flags in the environment: ``--flag-name`` is ``AGUI_BRIDGE_FLAG_NAME``.
+ENV_PREFIX = "AGUI_BRIDGE_"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def env_name(flag: str) -> str:
+    """The variable that stands for a flag of ``serve`` (``--max-tool-rounds`` →
+    ``AGUI_BRIDGE_MAX_TOOL_ROUNDS``)."""
+    return ENV_PREFIX + flag.removeprefix("--").replace("-", "_").upper()
+
+
+def argv_from_env(environ: Mapping[str, str]) -> list[str]:
+    """``serve``'s flags as the environment sets them: a switch is on with ``1``, ``true``,
+    ``yes`` or ``on``; a repeatable flag takes a JSON array, or a comma-separated list."""
+    argv: list[str] = []
+    if "OPENAI_BASE_URL" in environ and env_name("--upstream-url") not in environ:
+        argv.append(f"--upstream-url={environ['OPENAI_BASE_URL']}")  # as serve's default
+    for action in serve_parser()._actions:  # argparse lists its flags nowhere public
+        flags = [flag for flag in action.option_strings if flag.startswith("--")]
+        if not flags or flags[0] in ("--help", "--version"):
+            continue
+        name = env_name(flags[0])
+        value = environ.get(name)
+        if value is None:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            if value.strip().lower() in _TRUE:
+                argv.append(flags[0])
+            elif value.strip().lower() not in _FALSE:
+                raise ValueError(f"{name}={value!r}: say 1 or 0 (true/false, yes/no, on/off)")
+        elif isinstance(action, argparse._AppendAction):
+            argv.extend(f"{flags[0]}={item}" for item in _list(name, value))
+        else:
+            argv.append(f"{flags[0]}={value}")
+    return argv
+
+
+def _list(name: str, value: str) -> list[str]:
+    if value.lstrip().startswith("["):
+        try:
+            items = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} is not a JSON array of strings: {exc}") from None
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{name} is not a JSON array of strings")
+        return items
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+class _EnvironmentParser(argparse.ArgumentParser):
+    """``serve``'s parser whose errors name the variables, not the flags."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(re.sub(r"--[a-z][a-z-]*", lambda m: env_name(m.group()), message))
+
+
+def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
+    """The ``BridgeConfig`` ``agui-bridge serve`` would build with the flags the environment
+    sets (``AGUI_BRIDGE_MODEL``, ``AGUI_BRIDGE_METRICS``…; README "Deploy"); ``ValueError``
+    names what is missing or wrong."""
+    parser = _EnvironmentParser(prog="agui-bridge", add_help=False)
+    add_serve_flags(parser)
+    return serve_config(parser.parse_args(argv_from_env(environ)), environ)

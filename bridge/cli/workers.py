@@ -1,0 +1,211 @@
+"""``serve --workers N``: N processes serving one port, each with the same configuration.
+
+The parent binds the socket, then starts each worker (a fresh interpreter: the spawn method)
+with the socket and the parsed flags; each builds its own ``BridgeConfig``, app and MCP servers
+from them and serves until told to stop. The parent:
+
+- shares what must be one for all: the interrupt secret (one is made when the environment has
+  none, so a worker accepts another's interrupts) and, with ``--metrics``, a folder for
+  prometheus-client's multiprocess mode (each worker's ``/metrics`` reports the whole set);
+- prints the line that says where once every worker serves, or exits 2 if one could not start
+  (its own error is above);
+- replaces a worker that dies;
+- on SIGTERM or SIGINT sends each worker SIGTERM, which drains it as one process drains
+  (``--shutdown-grace``), and waits for them all.
+
+A worker whose parent is gone stops too, the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.context import SpawnProcess
+from multiprocessing.synchronize import Event
+from types import FrameType
+
+from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
+from bridge.cli.settings import serve_config
+from bridge.serve.app import create_app
+from bridge.serve.mcp_tools import McpStartError
+
+logger = logging.getLogger("agui_bridge")
+
+#: The folder prometheus-client's multiprocess mode keeps the workers' values in.
+METRICS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+
+_spawn = multiprocessing.get_context("spawn")
+multiprocessing.allow_connection_pickling()  # the listening socket goes to each worker
+
+#: Longest a worker may take to start serving (its MCP servers connect first).
+_START_TIMEOUT = 120.0
+#: A worker that dies is replaced at most this often (one that cannot start does not spin).
+_RESTART_EVERY = 1.0
+
+
+class WorkerFailed(Exception):
+    """A worker could not start."""
+
+
+def worker_count(value: str) -> int:
+    """``--workers``: a number, or ``auto`` (the cores this process may run on)."""
+    if value.strip().lower() == "auto":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    try:
+        count = int(value)
+    except ValueError:
+        raise ValueError(f"--workers wants a number or auto, not {value!r}") from None
+    if count < 1:
+        raise ValueError("--workers must be at least 1")
+    return count
+
+
+def run_workers(args: argparse.Namespace, listener: socket.socket, count: int, note: str) -> int:
+    """Serve with ``count`` workers until SIGTERM or SIGINT; 0 once they all stopped."""
+    made_dir = _share(args)
+    supervisor = _Supervisor(args, listener, count)
+    try:
+        supervisor.start()
+        base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
+        print(
+            f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note} [{count} workers]",
+            flush=True,
+        )
+        supervisor.watch()
+    finally:
+        supervisor.stop()
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
+    return 0
+
+
+def _share(args: argparse.Namespace) -> str | None:
+    """Put in the environment the workers inherit what they must share; the metrics folder
+    made here, if any (removed at the end)."""
+    if not os.environ.get(args.secret_env):
+        os.environ[args.secret_env] = secrets.token_urlsafe(32)
+    if (args.metrics or args.metrics_public) and not os.environ.get(METRICS_DIR_VARIABLE):
+        folder = tempfile.mkdtemp(prefix="agui-bridge-metrics-")
+        os.environ[METRICS_DIR_VARIABLE] = folder
+        return folder
+    return None
+
+
+class _Supervisor:
+    def __init__(self, args: argparse.Namespace, listener: socket.socket, count: int) -> None:
+        self._args = args
+        self._listener = listener
+        self._workers: list[SpawnProcess | None] = [None] * count
+        self._started_at = [0.0] * count
+        # Each worker's "serving" flag, kept while it lives (a flag collected too early is gone
+        # before the new process has read it).
+        self._ready: list[Event | None] = [None] * count
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        """Start every worker and wait until each serves; ``WorkerFailed`` if one exits first."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        ready = [self._spawn(slot) for slot in range(len(self._workers))]
+        deadline = time.monotonic() + _START_TIMEOUT
+        for slot, event in enumerate(ready):
+            process = self._workers[slot]
+            assert process is not None
+            while not event.wait(0.1):
+                if self._stop.is_set():
+                    return
+                if not process.is_alive():
+                    raise WorkerFailed(
+                        f"a worker could not start (exit status {process.exitcode}); see above"
+                    )
+                if time.monotonic() > deadline:
+                    raise WorkerFailed(f"a worker did not start within {_START_TIMEOUT:g} s")
+
+    def watch(self) -> None:
+        """Replace workers that die, until a signal says stop."""
+        while not self._stop.wait(0.2):
+            for slot, process in enumerate(self._workers):
+                if process is None or process.is_alive() or self._stop.is_set():
+                    continue
+                if time.monotonic() - self._started_at[slot] < _RESTART_EVERY:
+                    continue
+                logger.warning(
+                    "worker %s died (exit status %s): starting another",
+                    process.pid,
+                    process.exitcode,
+                )
+                _forget(process.pid)
+                self._spawn(slot)
+
+    def stop(self) -> None:
+        """SIGTERM to every worker (each drains within the grace), then wait for them."""
+        self._stop.set()
+        alive = [p for p in self._workers if p is not None and p.is_alive()]
+        for process in alive:
+            if process.pid is not None:
+                os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self._args.shutdown_grace + 15
+        for process in alive:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                logger.warning("worker %s did not stop in time: killed", process.pid)
+                process.kill()
+                process.join()
+
+    def _spawn(self, slot: int) -> Event:
+        ready = _spawn.Event()
+        process = _spawn.Process(
+            target=_worker,
+            args=(self._args, self._listener, ready, os.getpid()),
+            name=f"agui-bridge-worker-{slot}",
+        )
+        process.start()
+        self._workers[slot] = process
+        self._ready[slot] = ready
+        self._started_at[slot] = time.monotonic()
+        return ready
+
+    def _on_signal(self, sig: int, frame: FrameType | None) -> None:
+        self._stop.set()
+
+
+def _forget(pid: int | None) -> None:
+    """A dead worker's live gauges leave the metrics (its counters stay: they happened)."""
+    folder = os.environ.get(METRICS_DIR_VARIABLE)
+    if folder and pid is not None:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid, folder)  # type: ignore[no-untyped-call]
+
+
+def _worker(args: argparse.Namespace, listener: socket.socket, ready: Event, parent: int) -> None:
+    """One worker: the same configuration, its own app, served on the shared socket."""
+    configure_logging(args)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent says stop
+    try:
+        config = serve_config(args)
+        page = web_demo() if args.web_demo else None
+        server = server_for(args, listener, create_app(config), [], page, started=ready.set)
+        server.worker = True
+        threading.Thread(target=_stop_with, args=(parent,), daemon=True).start()
+        server.run(sockets=[listener])
+    except (ValueError, McpStartError) as exc:  # as one process says it: one line, status 2
+        print(f"agui-bridge: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def _stop_with(parent: int) -> None:
+    """Stop this worker (as SIGTERM does) once its parent is gone."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
