@@ -28,6 +28,8 @@ from ag_ui.core import (
     ReasoningCapabilities,
     RunAgentInput,
     RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
     ToolsCapabilities,
     TransportCapabilities,
 )
@@ -45,7 +47,8 @@ from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.approvals import new_secret
 from bridge.serve.frames import CLIENT_PROTOCOLS, ClientProtocol, FrameWriter, client_protocol
-from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
+from bridge.serve.mcp_apps import ProxiedRequest, ProxyRefused, error_result, proxied_request
+from bridge.serve.mcp_tools import SEPARATOR, McpServer, McpStartError, start_mcp_servers
 from bridge.serve.observe import RunObservation, Telemetry
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
@@ -54,7 +57,7 @@ from bridge.serve.resume import Approvals, settle_approvals
 from bridge.serve.run import ToolLoop, run_agent
 from bridge.serve.run_input import read_run_input
 from bridge.serve.stream import EventStreamResponse
-from bridge.serve.tools import ServerTools, python_tool
+from bridge.serve.tools import ServerTools, ToolError, python_tool
 from bridge.serve.upstream import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
@@ -171,6 +174,9 @@ class Bridge:
                 )
             run_input = await read_run_input(request, self.config)
             await self._start_for_request()
+            proxied = _proxied_request(run_input)
+            if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
+                return self._proxied(run_input, proxied, received)
             loop = self._tool_loop(run_input, await self._upstream_models())
             body = loop.build(run_input.messages)
         except ClientDisconnect:
@@ -211,6 +217,79 @@ class Bridge:
             stop_frame=_SHUTDOWN_FRAME,
             on_close=ended,
         )
+
+    def _proxied(self, run_input: RunAgentInput, value: Any, received: float) -> Response:
+        """A widget's request through a run (``bridge.serve.mcp_apps``): ``RUN_STARTED``,
+        then ``RUN_FINISHED`` whose result is the MCP server's answer or the error."""
+        self.active_runs += 1
+        started = RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
+        writer = FrameWriter(
+            self.redactor,
+            client_protocol(run_input.protocol_version, self.config.agui_protocol),
+        )
+
+        async def frames() -> AsyncGenerator[str, None]:
+            yield writer.frames([started])
+            result, server, method, outcome = await self._answer_widget(value)
+            finished = RunFinishedEvent(
+                thread_id=run_input.thread_id, run_id=run_input.run_id, result=result
+            )
+            self.telemetry.proxied(server, method, outcome, time.perf_counter() - received)
+            yield writer.frames([finished])
+
+        def ended(response: EventStreamResponse) -> None:
+            self.active_runs -= 1
+
+        return EventStreamResponse(
+            frames(),
+            keepalive_interval=self.config.keepalive_interval,
+            stop=self._stop_runs,
+            stop_frame=_SHUTDOWN_FRAME,
+            on_close=ended,
+        )
+
+    async def _answer_widget(self, value: Any) -> tuple[dict[str, Any], str, str, str]:
+        """The proxied request's result, its server and method (as metrics label them: only
+        ours, only the four) and how it went (``ok``, ``refused``, ``error``)."""
+        server_name, method = "unknown", "unknown"
+        try:
+            request = proxied_request(value)
+            method = request.method
+            server = self._mcp_server(request)
+            server_name = server.name
+            name = request.params.get("name")
+            approved = not (
+                method == "tools/call"
+                and isinstance(name, str)
+                and self.tools.waits(f"{server.name}{SEPARATOR}{name}")
+            )
+            result = await asyncio.wait_for(
+                server.proxied(request, approved=approved), self.config.tool_timeout
+            )
+            return result, server_name, method, "ok"
+        except ProxyRefused as exc:
+            return error_result(str(exc)), server_name, method, "refused"
+        except TimeoutError:
+            message = f"the MCP server did not answer within {self.config.tool_timeout:g} s"
+            return error_result(message), server_name, method, "error"
+        except ToolError as exc:
+            return error_result(str(exc)), server_name, method, "error"
+        except Exception:  # a bug of ours: the widget gets a clean error, the log the traceback
+            logger.exception("a widget's MCP request failed")
+            return error_result("the bridge failed on this request"), server_name, method, "error"
+
+    def _mcp_server(self, request: ProxiedRequest) -> McpServer:
+        """The MCP server a widget names, by its id (our ``--mcp`` name) or its hash; both, if
+        given, must be the same server's."""
+        for server in self._mcp or ():
+            if request.server_id:
+                hash_agrees = not request.server_hash or request.server_hash == server.hash
+                if request.server_id == server.name and hash_agrees:
+                    return server
+            elif request.server_hash and request.server_hash == server.hash:
+                return server
+        named = request.server_id or request.server_hash or "none named"
+        raise ProxyRefused(f"unknown MCP server: {named}")
 
     async def _start_for_request(self) -> None:
         """``start()`` for a request (an app mounted where its lifespan does not run): a
@@ -378,6 +457,12 @@ class Bridge:
         return self.json_response(
             {"error": {"code": code, "message": message}}, status_code=status, headers=headers
         )
+
+
+def _proxied_request(run_input: RunAgentInput) -> Any:
+    """``forwardedProps.__proxiedMCPRequest``, if the run is an MCP App widget's request."""
+    props = run_input.forwarded_props
+    return props.get("__proxiedMCPRequest") if isinstance(props, dict) else None
 
 
 def _telemetry(config: BridgeConfig, redact: Callable[[str], str]) -> Telemetry:

@@ -23,8 +23,22 @@ import threading
 from collections.abc import Collection, Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
+from ag_ui.core import ActivitySnapshotEvent
+
+from bridge.core.emitter import random_id
+from bridge.serve.mcp_apps import (
+    ACTIVITY_TYPE,
+    APP_MIME_TYPE,
+    EXTENSION_ID,
+    ProxiedRequest,
+    ProxyRefused,
+    UiTool,
+    activity_content,
+    server_hash,
+    ui_of,
+)
 from bridge.serve.redact import redact_new_loggers, shown_target
-from bridge.serve.tools import TOOL_NAME, ServerTool, ToolError, json_arguments
+from bridge.serve.tools import TOOL_NAME, ServerTool, ToolError, ToolOutput, json_arguments
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -57,6 +71,11 @@ class McpServer:
         self._task: asyncio.Task[None] | None = None
         self._listed: list[Any] = []
         self.failure: str | None = None
+        #: Its id for MCP Apps' widgets (``serverHash``): the same on every replica.
+        self.hash = server_hash(name, self.shown)
+        #: Its tools by their own names, and the UI of those that have one.
+        self.tool_names: frozenset[str] = frozenset()
+        self.ui_tools: dict[str, UiTool] = {}
 
     @property
     def available(self) -> bool:
@@ -74,7 +93,17 @@ class McpServer:
         if self._client is None:
             await self.aclose()
             return []
-        return [self._tool(listed) for listed in self._listed]
+        self.tool_names = frozenset(listed.name for listed in self._listed)
+        for listed in self._listed:
+            ui = ui_of(getattr(listed, "meta", None))
+            if ui is not None:
+                self.ui_tools[listed.name] = ui
+        # A tool whose UI is only for its app (visibility ["app"]) is not the model's.
+        return [
+            self._tool(listed)
+            for listed in self._listed
+            if listed.name not in self.ui_tools or self.ui_tools[listed.name].for_model
+        ]
 
     async def aclose(self) -> None:
         self._stop.set()
@@ -86,6 +115,7 @@ class McpServer:
     async def _own(self) -> None:
         """The task that owns the connection, from connecting to letting go."""
         from mcp import Client, StdioServerParameters
+        from mcp.client.extension import advertise
         from mcp.client.stdio import stdio_client
 
         stderr: _ServerLog | None = None
@@ -94,7 +124,9 @@ class McpServer:
             if isinstance(server, StdioServerParameters):
                 stderr = _ServerLog(self.name)
                 server = stdio_client(server, errlog=stderr.file)
-            async with Client(server) as client:
+            # The MCP Apps extension announced: servers then send their tools' UIs.
+            apps = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
+            async with Client(server, extensions=[apps]) as client:
                 self._listed = list((await client.list_tools()).tools)
                 self._client = client
                 self._ready.set()
@@ -124,29 +156,84 @@ class McpServer:
         if not TOOL_NAME.match(name):
             raise ValueError(f"MCP server {self.name}: tool name {name!r} is not usable")
         remote = listed.name
+        ui = self.ui_tools.get(remote)
 
-        async def invoke(arguments: str) -> str:
-            client = self._client
-            if client is None:
-                raise ToolError(f"the MCP server {self.name} is not available ({self.failure})")
-            try:
-                result = await client.call_tool(
-                    remote, json_arguments(arguments), read_timeout_seconds=self._timeout
+        async def invoke(arguments: str) -> str | ToolOutput:
+            values = json_arguments(arguments)
+            result = await self._call(remote, values)
+            text = _result_text(result)
+            if result.is_error:
+                raise ToolError(text)
+            if ui is None:
+                return text
+            dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            content = activity_content(dumped, ui, self.name, self.hash, values)
+            activity = ActivitySnapshotEvent(
+                message_id=random_id("act"),
+                activity_type=ACTIVITY_TYPE,
+                content=content,
+                replace=True,
+            )
+            return ToolOutput(text, (activity,))
+
+        schema = dict(listed.input_schema)
+        schema.pop("title", None)
+        description = listed.description or ""
+        if ui is not None:  # as @ag-ui/mcp-apps-middleware offers it
+            description = f"{description}\n[UI Resource: {ui.resource_uri}]".lstrip("\n")
+        return ServerTool(name, description, schema, invoke)
+
+    async def _call(self, remote: str, arguments: dict[str, Any]) -> Any:
+        """Call one of its tools; ``ToolError`` when the server fails or is gone."""
+        client = self._client
+        if client is None:
+            raise ToolError(f"the MCP server {self.name} is not available ({self.failure})")
+        try:
+            return await client.call_tool(remote, arguments, read_timeout_seconds=self._timeout)
+        except Exception as exc:
+            if _connection_closed(exc):
+                self._lost(_describe(exc))
+            raise ToolError(f"the MCP server {self.name} failed: {_describe(exc)}") from exc
+
+    async def proxied(self, request: ProxiedRequest, *, approved: bool) -> dict[str, Any]:
+        """A widget's request (``bridge.serve.mcp_apps``), answered by this server: its MCP
+        result as JSON. ``approved``: ``False`` for a tool under ``--approve`` (then only a
+        tool its server lets its app call, ``visibility: ["app"]``, may be called).
+        ``ProxyRefused`` for what a widget may not ask; ``ToolError`` when the server fails."""
+        params = request.params
+        if request.method == "notifications/message":  # the widget's log line: ours to keep
+            logger.info("[mcp-app %s] %s", self.name, str(params.get("data", params))[:_LOG_LINE])
+            return {"success": True}
+        client = self._client
+        if client is None:
+            raise ToolError(f"the MCP server {self.name} is not available ({self.failure})")
+        if request.method == "tools/call":
+            name = params.get("name")
+            if not isinstance(name, str) or name not in self.tool_names:
+                raise ProxyRefused(f"the MCP server {self.name} has no tool {name!r}")
+            ui = self.ui_tools.get(name)
+            if not approved and (ui is None or not ui.for_app):
+                raise ProxyRefused(
+                    f"{self.name}{SEPARATOR}{name} waits for approval: a widget may call it "
+                    'only if its server marks it for the app (_meta.ui.visibility: ["app"])'
                 )
-            except ToolError:
-                raise
+            arguments = params.get("arguments") or {}
+            if not isinstance(arguments, dict):
+                raise ProxyRefused("tools/call arguments must be an object")
+            result: Any = await self._call(name, arguments)
+        elif request.method == "ping":  # the widget asks the host: answered while connected
+            return {}
+        else:  # resources/read
+            uri = params.get("uri")
+            if not isinstance(uri, str) or not uri.startswith("ui://"):
+                raise ProxyRefused(f"a widget may read only ui:// resources, not {uri!r}")
+            try:
+                result = await client.read_resource(uri)
             except Exception as exc:
                 if _connection_closed(exc):
                     self._lost(_describe(exc))
                 raise ToolError(f"the MCP server {self.name} failed: {_describe(exc)}") from exc
-            text = _result_text(result)
-            if result.is_error:
-                raise ToolError(text)
-            return text
-
-        schema = dict(listed.input_schema)
-        schema.pop("title", None)
-        return ServerTool(name, listed.description or "", schema, invoke)
+        return dict(result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 async def start_mcp_servers(

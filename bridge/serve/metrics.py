@@ -152,6 +152,14 @@ class Metrics:
             ["status", "code"],
             registry=registry,
         )
+        self.proxied_requests = Counter(
+            "agui_bridge_proxied_mcp_requests",
+            "MCP App widgets' requests answered without the model, by server, method "
+            "(resources/read, tools/call, notifications/message, ping) and outcome (ok, "
+            "refused, error).",
+            ["server", "method", "outcome"],
+            registry=registry,
+        )
         self._frontend_tools: set[str] = set()
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
@@ -216,3 +224,6 @@ class Metrics:
 
     def refused(self, status: int, code: str) -> None:
         self.refusals.labels(str(status), code).inc()
+
+    def proxied(self, server: str, method: str, outcome: str) -> None:
+        self.proxied_requests.labels(server, method, outcome).inc()

@@ -87,6 +87,28 @@ class Telemetry:
         if self.metrics is not None:
             self.metrics.refused(status, code)
 
+    def proxied(self, server: str, method: str, outcome: str, duration: float) -> None:
+        """An MCP App widget's request answered (a run of its own kind: no model, no turn)."""
+        if self.metrics is not None:
+            self.metrics.proxied(server, method, outcome)
+        run_logger.info(
+            "proxied MCP request server=%s method=%s outcome=%s duration_ms=%.1f",
+            server,
+            method,
+            outcome,
+            duration * 1000,
+            extra={
+                "agui_run": {
+                    "event": "proxied_mcp_request",
+                    "server": server,
+                    "method": method,
+                    "outcome": outcome,
+                    "duration_ms": round(duration * 1000, 1),
+                    "pid": os.getpid(),
+                }
+            },
+        )
+
 
 class RunObservation:
     """One run's facts, gathered as it goes and told once it ends (``end``)."""

@@ -43,7 +43,7 @@ from bridge.serve.approvals import InterruptError, InterruptInvalidError, new_se
 from bridge.serve.observe import RunObservation, Telemetry
 from bridge.serve.resume import Approvals, resumed_results
 from bridge.serve.stream import READ_BURST
-from bridge.serve.tools import ServerTools
+from bridge.serve.tools import ServerTools, with_after
 from bridge.serve.transcript import Transcript
 from bridge.serve.upstream import UpstreamClient
 
@@ -118,7 +118,7 @@ async def run_agent(
             async with aclosing(resumed_results(decisions, loop.tools, observe)) as results:
                 async for result in results:
                     transcript.add([result])
-                    yield [result]
+                    yield with_after(result)
             next_body = _next_body(loop, run_input, transcript)
             if next_body is None:
                 yield [
@@ -164,7 +164,7 @@ async def run_agent(
         async with aclosing(loop.tools.run(runnable, observe)) as results:
             async for result in results:
                 transcript.add([result])
-                yield [result]
+                yield with_after(result)
         frontend = [call for call in calls if call.function.name not in loop.tools]
         observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile

@@ -28,7 +28,7 @@ from typing import Any, TypeVar, get_type_hints
 import anyio.to_thread
 import pydantic
 import pydantic_core
-from ag_ui.core import Tool, ToolCall, ToolCallResultEvent
+from ag_ui.core import BaseEvent, Tool, ToolCall, ToolCallResultEvent
 
 from bridge.core.emitter import IdFactory, random_id
 from bridge.core.encode import encode_event
@@ -63,15 +63,25 @@ class ToolError(Exception):
 
 
 @dataclass(frozen=True)
+class ToolOutput:
+    """A tool's answer that brings more than its text: events sent after its result (an MCP
+    App's ``mcp-apps`` activity)."""
+
+    text: str
+    after: tuple[BaseEvent, ...] = ()
+
+
+@dataclass(frozen=True)
 class ServerTool:
     """One tool the bridge runs: ``invoke`` takes the call's JSON arguments as the model wrote
-    them and returns the text the model reads; it raises ``ToolError`` for a readable failure.
-    ``approve``: a call waits for a person's approval (as if ``--approve`` named the tool)."""
+    them and returns the text the model reads (or a ``ToolOutput``); it raises ``ToolError``
+    for a readable failure. ``approve``: a call waits for a person's approval (as if
+    ``--approve`` named the tool)."""
 
     name: str
     description: str
     parameters: dict[str, Any]
-    invoke: Callable[[str], Awaitable[str]]
+    invoke: Callable[[str], Awaitable[str | ToolOutput]]
     approve: bool = False
 
     def definition(self) -> Tool:
@@ -279,10 +289,13 @@ class ServerTools:
         name = call.function.name
         watch = observe.tool(call) if observe is not None else None
         outcome: ToolOutcome = "error"
+        after: tuple[BaseEvent, ...] = ()
         try:
             async with asyncio.timeout(self.timeout):
-                content = await self._tools[name].invoke(call.function.arguments)
-            outcome = "ok"
+                output = await self._tools[name].invoke(call.function.arguments)
+            content, outcome = output if isinstance(output, str) else output.text, "ok"
+            if isinstance(output, ToolOutput):
+                after = output.after
         except TimeoutError:
             content = f"Error: the tool {name} did not answer within {self.timeout:g} s."
             outcome = "timeout"
@@ -297,7 +310,16 @@ class ServerTools:
             raise
         if watch is not None:
             watch.end(outcome, content)
-        return await self.answer(call.id, content)
+        result = await self.answer(call.id, content)
+        if after and isinstance(result, ServerToolResult):
+            result.after = after
+        return result
+
+
+def with_after(result: ToolCallResultEvent) -> list[BaseEvent]:
+    """A tool's result and the events that follow it (``ToolOutput.after``)."""
+    after = result.after if isinstance(result, ServerToolResult) else ()
+    return [result, *after]
 
 
 class ServerToolResult(ToolCallResultEvent):
@@ -307,6 +329,16 @@ class ServerToolResult(ToolCallResultEvent):
     text again on the event loop."""
 
     _frame: str = pydantic.PrivateAttr(default="")
+    #: Events sent right after this result (``ToolOutput.after``).
+    _after: tuple[BaseEvent, ...] = pydantic.PrivateAttr(default=())
+
+    @property
+    def after(self) -> tuple[BaseEvent, ...]:
+        return self._after
+
+    @after.setter
+    def after(self, events: tuple[BaseEvent, ...]) -> None:
+        self._after = events
 
     @property
     def frame(self) -> str:
