@@ -13,8 +13,13 @@ on the card, then another call denied, then a third turn), the resumed runs sent
 or the refusal upstream, and the third turn sent each call with one answer: the statement the
 bridge puts in place of CopilotKit's ``{"approved": …}`` message, never that message.
 
-``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshots the test took to ``docs/copilotkit.png``
-and ``docs/copilotkit-approval.png``.
+``tests/browser/copilotkit-mcp-app.test.mjs`` shows an MCP App in the same page: the bridge runs
+``examples/mcp_app_server.py`` as ``app``; CopilotKit renders the counter widget ``app__counter``
+returns and the widget's clicks reach the server's ``increment`` through the bridge, never the
+model.
+
+``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshots the tests took to ``docs/copilotkit.png``,
+``docs/copilotkit-approval.png`` and ``docs/copilotkit-mcp-app.png``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo.tools import send_email
 from bridge.serve.resume import APPROVED_STATEMENT
@@ -47,6 +53,8 @@ BROWSER_TESTS = ROOT / "tests" / "browser"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 SCREENSHOT = ROOT / "docs" / "copilotkit.png"
 APPROVAL_SCREENSHOT = ROOT / "docs" / "copilotkit-approval.png"
+MCP_APP_SCREENSHOT = ROOT / "docs" / "copilotkit-mcp-app.png"
+MCP_APP_SERVER = ROOT / "examples" / "mcp_app_server.py"
 #: What the example's page is built from: when one is newer than the build, it is rebuilt.
 EXAMPLE_SOURCES = ("src", "index.html", "build.mjs", "package-lock.json")
 #: The models run in both wirings: reasoning in either field, in tags, in both (deepseek-legacy),
@@ -86,6 +94,12 @@ DECLINED = "The user declined: not to Bob"
 #: The call to Carol, approved with the arguments edited to Dave: Dave's result upstream.
 EDIT_PROMPT = "Email carol@example.com that the plan changed."
 EDITED_SENT = 'Sent to dave@example.com: "The plan changed"'
+#: The MCP App test's models (both wirings): tool calls as calls and as text.
+MCP_APP_MODELS = ("scripted-reasoning-content", "scripted-hermes-text")
+MCP_APP_PROMPT = "Show me the app__counter, please."
+#: What app__counter returns as text (the widget's increment is not offered to the model).
+COUNTER_TEXT = "The counter shows 1. Click +1 in the widget to add one."
+MCP_APP_OFFERED = ["app__counter", "change_background", "get_weather"]
 
 
 def get_time() -> str:
@@ -171,6 +185,86 @@ def test_copilotkit_example_in_chromium() -> None:
     if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
         shutil.copyfile(ARTIFACTS / "copilotkit.png", SCREENSHOT)
         shutil.copyfile(ARTIFACTS / "copilotkit-approval.png", APPROVAL_SCREENSHOT)
+
+
+def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
+    """The bridge runs the MCP Apps example; in both wirings CopilotKit shows its counter widget,
+    whose clicks call ``increment`` through the bridge (runs the model never sees: the upstream
+    gets only the turn's question, its follow-up and the next turn)."""
+    node = require_node(WHY)
+    require_chromium()
+    _build_example()
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    (ARTIFACTS / "copilotkit-mcp-app.png").unlink(missing_ok=True)
+
+    app_port = free_port()
+    app_origin = f"http://127.0.0.1:{app_port}"
+    with (
+        scripted_stack(
+            cors_origins=(app_origin,),
+            mcp_servers={"app": f"python {MCP_APP_SERVER}"},
+            metrics=True,
+        ) as stack,
+        _example_server(stack.bridge_url, app_port),
+    ):
+        env = {
+            **os.environ,
+            "APP_URL": f"{app_origin}/",
+            "MCP_APP_MODELS": ",".join(MCP_APP_MODELS),
+            "ARTIFACTS_DIR": str(ARTIFACTS),
+        }
+        output = run(
+            [node, "--test", "--test-reporter=tap", "copilotkit-mcp-app.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env=env,
+            timeout=180,
+            what="the CopilotKit MCP App browser test",
+        )
+        requests = list(stack.upstream_requests)
+        metrics = httpx.get(f"{stack.bridge_url}/metrics", timeout=10).text
+
+    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
+        if not re.search(rf"^{line}$", output, re.MULTILINE):
+            pytest.fail(f"the MCP App test did not report {line!r}:\n{output}", pytrace=False)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    if not passed or int(passed.group(1)) != len(MCP_APP_MODELS) * len(WIRINGS):
+        pytest.fail(f"the MCP App test did not pass every case:\n{output}", pytrace=False)
+
+    for request in requests:
+        offered = sorted(tool["function"]["name"] for tool in request["tools"])
+        assert offered == MCP_APP_OFFERED, request["tools"]
+    for model in MCP_APP_MODELS:
+        asked = [r for r in requests if r.get("model") == model]
+        turn = ["user", "assistant", "tool"]
+        assert [_roles(r) for r in asked] == [["user"], turn, [*turn, "assistant", "user"]] * len(
+            WIRINGS
+        ), [_roles(r) for r in asked]
+        for request in asked:
+            assert _question(request) == MCP_APP_PROMPT
+            if len(_roles(request)) > 1:
+                _, calling, result = _conversation(request)[:3]
+                [call] = calling["tool_calls"]
+                assert call["function"]["name"] == "app__counter"
+                assert json.loads(call["function"]["arguments"]) == {"start": 1}
+                assert result == {
+                    "role": "tool",
+                    "tool_call_id": call["id"],
+                    "content": COUNTER_TEXT,
+                }
+    # Per page: the widget read once, then two clicks, each a tools/call; all answered.
+    proxied = {
+        (sample.labels["method"], sample.labels["outcome"]): sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "agui_bridge_proxied_mcp_requests_total"
+        and sample.labels["server"] == "app"
+    }
+    pages = len(MCP_APP_MODELS) * len(WIRINGS)
+    assert proxied == {("resources/read", "ok"): pages, ("tools/call", "ok"): 2 * pages}, proxied
+
+    assert (ARTIFACTS / "copilotkit-mcp-app.png").stat().st_size > 10_000, "no screenshot"
+    if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(ARTIFACTS / "copilotkit-mcp-app.png", MCP_APP_SCREENSHOT)
 
 
 def test_copilotkit_example_typechecks() -> None:

@@ -31,6 +31,8 @@ const TYPES = {
   ".ttf": "font/ttf",
 };
 
+// A plain runtime: given its own `mcpApps.servers`, CopilotRuntime would answer the MCP Apps
+// widgets' requests (runs with forwardedProps.__proxiedMCPRequest) itself, not the bridge.
 const runtime = new CopilotRuntime({
   agents: { default: new HttpAgent({ url: BRIDGE_URL }) },
 });
