@@ -77,7 +77,8 @@ demo: $(STAMP) $(WEB_DEMO)
 COPILOTKIT_PORT ?= 3000
 BRIDGE_PORT     ?= 8000
 copilotkit-demo: $(STAMP) $(COPILOTKIT_APP)
-	$(BIN)/agui-bridge demo --port $(BRIDGE_PORT) --cors-origin http://127.0.0.1:$(COPILOTKIT_PORT) & \
+	$(BIN)/agui-bridge demo --port $(BRIDGE_PORT) --cors-origin http://127.0.0.1:$(COPILOTKIT_PORT) \
+		--mcp app="python examples/mcp_app_server.py" & \
 	bridge=$$!; trap 'kill $$bridge 2>/dev/null' EXIT INT TERM; \
 	cd examples/copilotkit && AGUI_BRIDGE_URL=http://127.0.0.1:$(BRIDGE_PORT)/agent PORT=$(COPILOTKIT_PORT) npm start
 
