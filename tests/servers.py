@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -225,3 +228,25 @@ def forward_proxy() -> Iterator[tuple[str, list[str]]]:
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+@contextmanager
+def mcp_http_server(script: Path) -> Iterator[str]:
+    """An MCP server script (``--http --port N``) in a process of its own; its URL."""
+    port = free_port()
+    command = [sys.executable, str(script), "--http", "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{script.name} did not start over HTTP") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -4,10 +4,6 @@ model, only for the four methods, only for our servers and what they list; appro
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from servers import Stack, free_port, messages_from, post, run_input, scripted_stack
+from servers import Stack, mcp_http_server, messages_from, post, run_input, scripted_stack
 
 pytest.importorskip("mcp")
 
@@ -26,32 +22,12 @@ ASK = "Please show ui__board"
 
 
 @contextmanager
-def http_server() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-@contextmanager
 def stack(transport: str = "stdio", **overrides: Any) -> Iterator[Stack]:
     if transport == "http":
-        with http_server() as url, scripted_stack(mcp_servers={"ui": url}, **overrides) as made:
+        with (
+            mcp_http_server(SERVER) as url,
+            scripted_stack(mcp_servers={"ui": url}, **overrides) as made,
+        ):
             yield made
     else:
         target = f"python {SERVER}"

@@ -6,17 +6,14 @@ the same text."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from servers import free_port
+from servers import mcp_http_server
 
 pytest.importorskip("mcp")
 
@@ -32,23 +29,8 @@ WIDGET = "ui://counter/app.html"
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
     """The example over streamable HTTP, in a process of its own."""
-    port = free_port()
-    command = [sys.executable, str(EXAMPLE), "--http", "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the MCP Apps example did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with mcp_http_server(EXAMPLE) as url:
+        yield url
 
 
 @pytest.fixture(params=["stdio", "http"])

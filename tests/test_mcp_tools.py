@@ -8,10 +8,8 @@ import json
 import logging
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,15 @@ import pytest
 from bridge.config import BridgeConfig
 from bridge.serve.app import create_app
 from bridge.serve.mcp_tools import McpStartError
-from servers import TOOLS, free_port, messages_from, post, run_input, scripted_stack
+from servers import (
+    TOOLS,
+    free_port,
+    mcp_http_server,
+    messages_from,
+    post,
+    run_input,
+    scripted_stack,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mcp_server.py"
@@ -41,23 +47,8 @@ def results(frames: list[dict[str, Any]]) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def http_mcp() -> Iterator[str]:
     """The example server over streamable HTTP, in a process of its own."""
-    port = free_port()
-    command = [sys.executable, str(EXAMPLE), "--http", "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the MCP example server did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with mcp_http_server(EXAMPLE) as url:
+        yield url
 
 
 @pytest.fixture(scope="module", params=["stdio", "http"])
