@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from node_tools import require_installed
 from servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,14 +59,8 @@ http {{
 
 
 def require_nginx() -> str:
-    """The ``nginx`` program; where there is none, the test is skipped, or fails when ``$CI`` is
-    set (a CI machine must have it, as it must have Chromium)."""
-    found = shutil.which("nginx") or "/usr/sbin/nginx"
-    if os.access(found, os.X_OK):
-        return found
-    if os.environ.get("CI"):
-        pytest.fail(f"{WHY}; $CI is set, so this is a failure, not a skip", pytrace=False)
-    pytest.skip(WHY)
+    """The ``nginx`` program (skipped without it; a failure in CI)."""
+    return require_installed("nginx", "/usr/sbin/nginx", WHY)
 
 
 def balanced_conf(listen_port: int, backends: Sequence[str]) -> str:

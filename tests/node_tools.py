@@ -8,8 +8,31 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+
+def require_installed(program: str, fallback: str, why: str) -> str:
+    """A program the suite needs from the system's packages (``prometheus``, ``nginx``): on
+    PATH or at ``fallback``; where there is none the test is skipped, or fails when ``$CI`` is
+    set (a CI machine must have it, as it must have Chromium; ``.ci/run`` installs them)."""
+    found = shutil.which(program) or fallback
+    if os.access(found, os.X_OK):
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"{why}; $CI is set, so this is a failure, not a skip", pytrace=False)
+    pytest.skip(why)
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL if it is not gone within 15 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=15)
 
 
 def require(program: str, why: str) -> str:

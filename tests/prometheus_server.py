@@ -8,8 +8,6 @@ Not the apt package's service: each test starts its own server and stops it when
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from node_tools import require_installed, stop
 from servers import free_port
 
 #: What the tests that start one say when there is none.
@@ -34,14 +33,8 @@ SCRAPE_INTERVAL = 1
 
 
 def require_prometheus() -> str:
-    """The ``prometheus`` program; where there is none, the test is skipped, or fails when
-    ``$CI`` is set (a CI machine must have it, as it must have Chromium)."""
-    found = shutil.which("prometheus") or "/usr/bin/prometheus"
-    if os.access(found, os.X_OK):
-        return found
-    if os.environ.get("CI"):
-        pytest.fail(f"{WHY}; $CI is set, so this is a failure, not a skip", pytrace=False)
-    pytest.skip(WHY)
+    """The ``prometheus`` program (skipped without it; a failure in CI)."""
+    return require_installed("prometheus", "/usr/bin/prometheus", WHY)
 
 
 #: One series of an instant vector: its labels and its value.
@@ -150,12 +143,7 @@ def prometheus(
         _wait_ready(url, process, log)
         yield Prometheus(url, job, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        stop(process)
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agui_rules import check_frames, parse_body
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
+from node_tools import stop
 from servers import free_port, run_input, serve
 
 if TYPE_CHECKING:
@@ -111,12 +112,7 @@ def _bridge(
         assert found, f"the bridge did not start: {command}\n{''.join(output)}"
         yield f"{found[0]}/agent", output
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        stop(process)
         reader.join(timeout=5)
 
 
