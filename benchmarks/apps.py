@@ -11,16 +11,22 @@ bytes back unparsed (the baseline). ``bridge``: ``bridge.serve.app.create_app`` 
 upstream (``profiled_bridge``: the same under cProfile, for profile_bridge.py). All read the
 upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers`` starts fresh interpreters,
 so a factory's arguments can only come from the environment.
+
+``otlp_sink``: an OTLP/HTTP trace receiver that counts what it is sent (``POST /v1/traces``,
+answered 200 with an empty body; ``GET /count``), for observability.py's traced bridge.
 """
 
 from __future__ import annotations
 
 import _lsprof
 import asyncio
+import gzip
 import json
+import logging
 import os
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import cache
@@ -44,6 +50,9 @@ MAX_RUNS_ENV = "BENCH_MAX_RUNS"
 PROFILE_OUT_ENV = "BENCH_PROFILE_OUT"
 TRANSPORT_ENV = "BENCH_UPSTREAM_TRANSPORT"  # the bridge's --upstream-transport
 API_KEY_ENV = "BENCH_API_KEY"  # a key for the bridge: every event it sends is redacted of it
+METRICS_ENV = "BENCH_METRICS"  # "1": the bridge's --metrics (GET /metrics)
+OTEL_ENV = "BENCH_OTEL"  # "1": the bridge's --otel (the exporter follows the OTEL_* variables)
+RUN_LOG_ENV = "BENCH_RUN_LOG"  # "1": the run line (logger agui_bridge.runs) on, as serve has it
 MODEL = "bench-model-8b"
 VARIANTS = ("content", "mixed")
 #: The fast upstream's default write size: in blocks of frames it is never what limits the
@@ -220,8 +229,59 @@ def bridge() -> Starlette:
         max_concurrent_runs=int(os.environ.get(MAX_RUNS_ENV, "512")),
         upstream_transport=os.environ.get(TRANSPORT_ENV, "aiohttp"),  # type: ignore[arg-type]
         api_key=os.environ.get(API_KEY_ENV) or None,
+        metrics=os.environ.get(METRICS_ENV) == "1",
+        otel=os.environ.get(OTEL_ENV) == "1",
     )
+    if os.environ.get(RUN_LOG_ENV) == "1":
+        # What `agui-bridge serve` sets up: the bridge's loggers at INFO on stderr (here the
+        # harness's log file), so that every run writes its line.
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger = logging.getLogger("agui_bridge")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
     return create_app(config)
+
+
+def otlp_sink() -> Any:
+    """Accepts OTLP/HTTP trace exports (protobuf, gzip or deflate) at ``POST /v1/traces`` and
+    answers 200 with an empty body (an empty ``ExportTraceServiceResponse``); counts the exports
+    and the spans in them: ``GET /count`` → ``{"exports": n, "spans": n}``."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    counts = {"exports": 0, "spans": 0}
+    decompress = {"": bytes, "gzip": gzip.decompress, "deflate": zlib.decompress}
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        path, method = scope["path"], scope["method"]
+        if path == "/health":
+            await _respond(send, 200, b'{"status":"ok"}')
+        elif path == "/count":
+            await _respond(send, 200, json.dumps(counts).encode())
+        elif path == "/v1/traces" and method == "POST":
+            headers = dict(scope["headers"])
+            encoding = headers.get(b"content-encoding", b"").decode().strip().lower()
+            body = decompress[encoding](await _read_body(receive))
+            export = ExportTraceServiceRequest.FromString(body)
+            counts["exports"] += 1
+            counts["spans"] += sum(
+                len(scoped.spans) for spans in export.resource_spans for scoped in spans.scope_spans
+            )
+            headers_out = [(b"content-type", b"application/x-protobuf")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers_out})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            await _respond(send, 404, b'{"error":{"message":"not found"}}')
+
+    return app
 
 
 def profiled_bridge() -> Any:

@@ -63,13 +63,12 @@ TARGET_PROXY_RATIO = 0.5
 
 _TIMESTAMP = re.compile(re.escape(apps.TIMESTAMP_PREFIX) + rb"(\d{19})")
 _KEEP = len(apps.TIMESTAMP_PREFIX) + 18  # a tail that may hold the start of a split timestamp
-_ENDS = {
-    "bridge": b"RUN_FINISHED",
-    "bridge-httpx": b"RUN_FINISHED",
-    "bridge-key": b"RUN_FINISHED",
-    "proxy": b"[DONE]",
-    "direct": b"[DONE]",
-}
+
+
+def _end_of(path: str) -> bytes:
+    """What ends an answer: RUN_FINISHED from any bridge (``bridge``, ``bridge-…``), else
+    the upstream's [DONE] (the proxy, direct)."""
+    return b"RUN_FINISHED" if path.startswith("bridge") else b"[DONE]"
 
 
 @dataclass(kw_only=True)
@@ -112,6 +111,7 @@ class StreamOutcome:
     expected: int
     received: int
     ended: bool
+    runs: int = 1
 
 
 async def stream(
@@ -123,12 +123,37 @@ async def stream(
     window: Window,
 ) -> StreamOutcome:
     await asyncio.sleep(max(0.0, start_at - time.time()))
-    clock = _TokenClock(_ENDS[path], window)
+    clock = _TokenClock(_end_of(path), window)
     within = orders["tokens"] / orders["rate"] + STREAM_GRACE_S
     ok = await raw_http.post_raw(*e2e.request_for(path, url, orders), clock.feed, within=within)
     return StreamOutcome(
         expected=orders["tokens"], received=clock.received, ended=clock.ended and ok
     )
+
+
+async def runs(
+    path: str,
+    url: str,
+    *,
+    start_at: float,
+    until: float,
+    rate: float,
+    run_tokens: int,
+    window: Window,
+) -> StreamOutcome:
+    """One client's runs back to back from ``start_at`` to ``until``, each ``run_tokens``
+    tokens long (the last one shorter), a new request each: so that runs begin and end in the
+    steady window, and what a run costs at its start and end is counted with its tokens."""
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    total = StreamOutcome(expected=0, received=0, ended=True, runs=0)
+    while (tokens := min(run_tokens, round((until - time.time()) * rate))) > 0:
+        orders = {"rate": rate, "tokens": tokens}
+        outcome = await stream(path, url, start_at=0, orders=orders, window=window)
+        total.expected += outcome.expected
+        total.received += outcome.received
+        total.ended = total.ended and outcome.ended
+        total.runs += 1
+    return total
 
 
 async def _watch(window: Window, pids: dict[str, int]) -> None:
@@ -154,7 +179,10 @@ async def _level(
     rate: float,
     duration: float,
     ramp: float,
+    run_tokens: int | None = None,
 ) -> dict[str, Any]:
+    """One level: ``streams`` paced streams, each one run from its start to the end
+    (``run_tokens`` None), or runs of ``run_tokens`` tokens back to back (``runs``)."""
     # Not measured: the first run pays for connections and lazy imports.
     warm = Window(start_ns=0, end_ns=0)
     await stream(path, server.url, start_at=0, orders={"rate": 100, "tokens": 5}, window=warm)
@@ -164,6 +192,7 @@ async def _level(
     until = t0 + ramp + duration
     settle = min(SETTLE_S, duration / 3)
     window = Window(start_ns=int((t0 + ramp + settle) * 1e9), end_ns=int(until * 1e9))
+    starts = [t0 + ramp * i / streams for i in range(streams)]
     tasks = [
         stream(
             path,
@@ -172,7 +201,17 @@ async def _level(
             orders={"rate": rate, "tokens": round((until - start) * rate)},
             window=window,
         )
-        for start in (t0 + ramp * i / streams for i in range(streams))
+        if run_tokens is None
+        else runs(
+            path,
+            server.url,
+            start_at=start,
+            until=until,
+            rate=rate,
+            run_tokens=run_tokens,
+            window=window,
+        )
+        for start in starts
     ]
     pids = {"server": server.pid, "upstream": upstream.pid, "client": os.getpid()}
     watcher = asyncio.ensure_future(_watch(window, pids))
@@ -185,6 +224,9 @@ async def _level(
         "path": path,
         "streams": streams,
         "rate": rate,
+        "run_tokens": run_tokens,
+        "runs": 1 + sum(outcome.runs for outcome in outcomes),  # with the warm-up's
+        "window_s": (window.end_ns - window.start_ns) / 1e9,
         "tokens_in_window": len(latencies_ms),
         "latency_ms": {
             "p50": harness.percentile(latencies_ms, 0.50),

@@ -36,7 +36,10 @@ CORES_NOTE = (
     "on the machine), so these figures are a floor for a real deployment, and noisy"
 )
 T = TypeVar("T")
-_PACKAGES = ("httpx", "httpx-sse", "uvicorn", "starlette", "uvloop", "httptools", "anyio")
+_PACKAGES = (
+    "httpx", "httpx-sse", "uvicorn", "starlette", "uvloop", "httptools", "anyio", "aiohttp",
+    "prometheus-client", "opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -278,7 +281,10 @@ def bridge_code() -> dict[str, Any]:
     """bridge/ as committed (its tree) and which of its files differ from that ("-dirty" in
     the git description says only that some file in the checkout does)."""
     status = _git("status", "--porcelain", "--", str(BENCH_DIR.parent / "bridge"))
-    changed = [line[3:] for line in status.splitlines()] if status is not None else None
+    # "XY path" (the output is stripped, so the first line may have lost X's blank)
+    changed = (
+        [line.split(maxsplit=1)[1] for line in status.splitlines()] if status is not None else None
+    )
     return {"tree": _git("rev-parse", "--short", "HEAD:bridge"), "uncommitted": changed}
 
 
