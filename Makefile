@@ -57,17 +57,18 @@ typecheck: $(STAMP)
 pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP)
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
-HOSTILE_BENCHMARKS := redaction transcript_fold tool_result_stall firehose
+# Benchmarks outside run_all.py: hostile input (issue 22), observability's cost (issue 24).
+SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall firehose observability
 
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke
 	$(BIN)/python benchmarks/run_all.py --smoke
-	for name in $(HOSTILE_BENCHMARKS); do $(BIN)/python benchmarks/$$name.py --smoke || exit 1; done
+	for name in $(SOLO_BENCHMARKS); do $(BIN)/python benchmarks/$$name.py --smoke || exit 1; done
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/translate.py
 	$(BIN)/python benchmarks/run_all.py
-	for name in $(HOSTILE_BENCHMARKS); do $(BIN)/python benchmarks/$$name.py || exit 1; done
+	for name in $(SOLO_BENCHMARKS); do $(BIN)/python benchmarks/$$name.py || exit 1; done
 
 demo: $(STAMP) $(WEB_DEMO)
 	$(BIN)/agui-bridge demo
