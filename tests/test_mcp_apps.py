@@ -196,3 +196,16 @@ def test_a_proxied_run_needs_the_token_like_any_run() -> None:
             made.bridge_url, json=body, headers={"Authorization": "Bearer widget-token-8c1d2e"}
         )
     assert ok.status_code == 200 and '"type":"RUN_FINISHED"' in ok.text
+
+
+def test_a_proxied_run_counts_against_the_concurrency_limit() -> None:
+    """With the one run allowed streaming, a widget's request is refused like any run."""
+    with stack(max_concurrent_runs=1, pace=0.05) as made:
+        body = run_input()
+        with httpx.stream("POST", made.bridge_url, json=body, timeout=30) as streaming:
+            lines = streaming.iter_lines()  # kept: a dropped iterator closes the response
+            next(lines)  # the model's run holds the one slot
+            ping = {"__proxiedMCPRequest": {"serverId": "ui", "method": "ping"}}
+            refused = httpx.post(made.bridge_url, json=run_input(forwardedProps=ping))
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "too_many_runs"
+        assert post(made.bridge_url, run_input(forwardedProps=ping))[-1]["result"] == {}
