@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,38 @@ def test_official_client_over_the_responses_api(client: str) -> None:
         reasoned = "".join(write_script(chat_request(first)).reasoning)
         assert items[0]["encrypted_content"] == encrypt(reasoned), model
         assert second["store"] is False
+
+
+MCP_UI_SERVER = Path(__file__).resolve().parent / "mcp_ui_server.py"
+#: The models that call the MCP App's UI tool: reasoning in a field, and none.
+MCP_APP_MODELS = ("scripted-reasoning-content", PLAIN_MODEL)
+
+
+@pytest.mark.parametrize("client", CLIENT_LINES)
+def test_official_client_with_an_mcp_app(client: str) -> None:
+    """An MCP App's UI tool (``--mcp ui=…``, tests/mcp_ui_server.py): every line accepts the
+    ``mcp-apps`` ACTIVITY_SNAPSHOT and keeps it as an activity message (never sent back), and
+    takes the widget's proxied runs (resources/read, tools/call, a refusal) as results, adding
+    no message; only the model's runs reach the upstream."""
+    pytest.importorskip("mcp")
+    from mcp_ui_server import HTML
+
+    with scripted_stack(mcp_servers={"ui": f"{sys.executable} {MCP_UI_SERVER}"}) as stack:
+        output = _client_run(
+            stack.bridge_url,
+            MCP_APP_MODELS,
+            client,
+            AGUI_MCP_APP_TOOL="ui__board",
+            AGUI_MCP_APP_HTML=HTML,
+        )
+        requests = list(stack.upstream_requests)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    assert passed and int(passed.group(1)) == 2 * len(MCP_APP_MODELS), output
+    # Per model: the tool's turn (the call, then the answer in the same run) and a later turn in
+    # the first test; the tool's turn in the second. The widget's three runs reach no model.
+    assert len(requests) == (2 + 1 + 2) * len(MCP_APP_MODELS)
+    offered = {t["function"]["name"] for t in requests[0]["tools"]}
+    assert offered == {"ui__board", "ui__plain"}
 
 
 def test_official_client_ignores_keep_alive_comments() -> None:

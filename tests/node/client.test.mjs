@@ -15,6 +15,10 @@
 //   AGUI_APPROVAL_TOOL the name of a server tool under approval (e.g. send_mail): then only the
 //                    approval tests run: the interrupt and its resume (approve, edit, deny,
 //                    cancel), with a run between them that the client refuses, then a later turn
+//   AGUI_MCP_APP_TOOL the name of an MCP App's UI tool the bridge runs (e.g. ui__board, from an
+//                    --mcp server): then only the MCP Apps tests run: the tool's mcp-apps
+//                    activity, and the widget's requests as proxied runs (no model)
+//   AGUI_MCP_APP_HTML the HTML its ui:// resource holds, which resources/read must return
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -151,9 +155,10 @@ async function captureConsole(body) {
 /**
  * One run through the client, with everything the subscriber saw. Fails if the client throws
  * (a protocol violation), logs a warning, the run takes longer than RUN_TIMEOUT_MS, or the
- * stream carries RUN_ERROR.
+ * stream carries RUN_ERROR. `proxied`: an MCP App widget's request, which no model answers (so
+ * no token usage).
  */
-async function run(agent, params, { interrupted = false } = {}) {
+async function run(agent, params, { interrupted = false, proxied = false } = {}) {
   const seen = { events: [], runErrors: [], finished: [], failures: [] };
   const subscriber = {
     onEvent: ({ event }) => {
@@ -203,20 +208,25 @@ async function run(agent, params, { interrupted = false } = {}) {
   else assert.ok([undefined, "success"].includes(seen.finished[0].outcome));
   // Token usage reaches every line's subscribers on RUN_FINISHED (the scripted model reports it).
   const usage = seen.finished[0].event.usage;
-  assert.ok(usage?.[0]?.outputTokens > 0, `no usage on RUN_FINISHED: ${JSON.stringify(usage)}`);
-  assertProtocol(agent, interrupted);
+  if (!proxied) {
+    assert.ok(usage?.[0]?.outputTokens > 0, `no usage on RUN_FINISHED: ${JSON.stringify(usage)}`);
+  }
+  assertProtocol(agent, { interrupted, proxied });
   return { ...seen, result: captured.value, types: seen.events.map((event) => event.type) };
 }
 
 /** The run's request announced the client's line, and the answer was shaped for it. */
-function assertProtocol(agent, interrupted = false) {
+function assertProtocol(agent, { interrupted = false, proxied = false } = {}) {
   const sent = agent.sentBodies.at(-1);
   const frames = wireFrames(agent.wires.at(-1)?.text ?? "");
   const started = frames.find((frame) => frame.type === EventType.RUN_STARTED);
   const finished = frames.find((frame) => frame.type === EventType.RUN_FINISHED);
   if (SPEAKS_1_0) {
     assert.equal(sent.protocolVersion, "1.0", "the 1.0 client announces its protocol");
-    assert.equal(started.protocolVersion, "1.0");
+    // A proxied run's RUN_STARTED may leave the (optional) version out: 1.0 reads none as 1.0.
+    if (!proxied || started.protocolVersion !== undefined) {
+      assert.equal(started.protocolVersion, "1.0");
+    }
   } else {
     assert.equal(sent.protocolVersion, undefined, `client ${CLIENT} announces no protocol`);
     assert.equal(started.protocolVersion, undefined, "no 1.0 field for a 0.0.x client");
@@ -313,6 +323,120 @@ const APPROVAL_CASES = [
     told: (content) => content.startsWith("The user cancelled this call"),
   },
 ];
+
+const MCP_APP_TOOL = process.env.AGUI_MCP_APP_TOOL;
+const MCP_APP_HTML = process.env.AGUI_MCP_APP_HTML;
+const MCP_APP_PROMPT = `Please show ${MCP_APP_TOOL}`;
+const MCP_APPS_ACTIVITY = "mcp-apps";
+
+/**
+ * A widget's request as CopilotKit's MCP Apps renderer sends it: a run on the chat's agent whose
+ * forwardedProps carry only `__proxiedMCPRequest`. Its RUN_FINISHED.result, what the client's
+ * runAgent returns, and the agent's messages before and after.
+ */
+async function proxiedRun(agent, request) {
+  const before = structuredClone(agent.messages);
+  const seen = await run(
+    agent,
+    { tools: [], forwardedProps: { __proxiedMCPRequest: request } },
+    { proxied: true },
+  );
+  assert.deepEqual(seen.types, [EventType.RUN_STARTED, EventType.RUN_FINISHED]);
+  return { ...seen, before };
+}
+
+for (const model of MCP_APP_TOOL ? MODELS : []) {
+  describe(`${model}: the MCP App tool ${MCP_APP_TOOL} (@ag-ui/client ${CLIENT})`, () => {
+    test("its result is followed by the mcp-apps activity, kept as an activity message", async () => {
+      const agent = newAgent(MCP_APP_PROMPT);
+      const params = { tools: [], forwardedProps: { model } };
+
+      const first = await run(agent, params);
+      const [started] = eventsOf(first, EventType.TOOL_CALL_START);
+      assert.equal(started?.toolCallName, MCP_APP_TOOL, `events: ${first.types}`);
+      const [result] = eventsOf(first, EventType.TOOL_CALL_RESULT);
+      const activities = eventsOf(first, EventType.ACTIVITY_SNAPSHOT);
+      assert.equal(activities.length, 1, `events: ${first.types}`);
+      const [activity] = activities;
+      assert.equal(
+        first.types[first.types.indexOf(EventType.TOOL_CALL_RESULT) + 1],
+        EventType.ACTIVITY_SNAPSHOT,
+        "the activity follows the tool's result",
+      );
+      assert.equal(activity.activityType, MCP_APPS_ACTIVITY);
+      assert.equal(activity.replace, true);
+      const { content } = activity;
+      assert.equal(content.resourceUri, "ui://board/app.html");
+      assert.equal(content.serverId, MCP_APP_TOOL.split("__")[0]);
+      assert.match(content.serverHash, /^[0-9a-f]{32}$/);
+      const call = agent.messages.flatMap((message) => message.toolCalls ?? [])[0];
+      assert.deepEqual(content.toolInput, JSON.parse(call.function.arguments), "the arguments");
+      assert.equal(content.result.content[0].text, result.content, "the whole MCP result");
+
+      // Every line keeps it as a message of role "activity" (what CopilotKit renders), after
+      // the call's result, and counts it among the run's new messages.
+      const kept = agent.messages.filter((message) => message.role === "activity");
+      assert.deepEqual(kept, [
+        { id: activity.messageId, role: "activity", activityType: MCP_APPS_ACTIVITY, content },
+      ]);
+      const toolAt = agent.messages.findIndex((m) => m.toolCallId === started.toolCallId);
+      assert.ok(toolAt >= 0 && agent.messages.indexOf(kept[0]) > toolAt, "after the result");
+      assert.ok(first.result.newMessages.some((message) => message.id === activity.messageId));
+      const answer = first.result.newMessages.find(
+        (message) => message.role === "assistant" && message.content,
+      );
+      assert.ok(answer?.content.includes(result.content), "the model answered from the result");
+
+      // A later turn: the client keeps the activity but never sends it; the bridge gets a
+      // history it knows.
+      agent.addMessage({ id: randomUUID(), role: "user", content: "Thanks, that is all." });
+      await run(agent, params);
+      const roles = agent.sentBodies[1].messages.map((message) => message.role);
+      assert.ok(!roles.includes("activity"), `sent: ${roles}`);
+      assert.ok(agent.messages.some((message) => message.id === activity.messageId));
+    });
+
+    test("the widget's requests: proxied runs answered without the model, no new message", async () => {
+      const agent = newAgent(MCP_APP_PROMPT);
+      const first = await run(agent, { tools: [], forwardedProps: { model } });
+      const [{ content }] = eventsOf(first, EventType.ACTIVITY_SNAPSHOT);
+      const target = { serverHash: content.serverHash, serverId: content.serverId };
+
+      const read = await proxiedRun(agent, {
+        ...target,
+        method: "resources/read",
+        params: { uri: content.resourceUri },
+      });
+      const [item] = read.result.result.contents;
+      assert.equal(item.uri, content.resourceUri);
+      assert.equal(item.mimeType, "text/html;profile=mcp-app");
+      if (MCP_APP_HTML !== undefined) assert.equal(item.text, MCP_APP_HTML);
+      assert.deepEqual(read.finished[0].event.result, read.result.result, "RUN_FINISHED.result");
+      assert.deepEqual(read.result.newMessages, [], "a proxied run adds no message");
+      assert.deepEqual(agent.messages, read.before, "the conversation is as it was");
+
+      const called = await proxiedRun(agent, {
+        ...target,
+        method: "tools/call",
+        params: { name: "bump", arguments: {} },
+      });
+      assert.match(called.result.result.content[0].text, /^\d+$/);
+      assert.ok(!called.result.result.isError);
+      assert.deepEqual(called.result.newMessages, []);
+
+      // A refusal is a result the widget can read, not a failed run.
+      const refused = await proxiedRun(agent, {
+        ...target,
+        method: "resources/read",
+        params: { uri: "notes://secret" },
+      });
+      assert.equal(refused.result.result.isError, true);
+      assert.equal(typeof refused.result.result.error, "string");
+      assert.equal(refused.result.result.content[0].text, refused.result.result.error);
+      assert.deepEqual(agent.messages, read.before);
+    });
+  });
+}
 
 for (const model of APPROVAL_TOOL ? MODELS : []) {
   describe(`${model}: ${APPROVAL_TOOL} under approval (@ag-ui/client ${CLIENT})`, () => {
@@ -455,7 +579,7 @@ for (const model of SERVER_TOOL ? MODELS : []) {
   });
 }
 
-for (const model of SERVER_TOOL || APPROVAL_TOOL ? [] : MODELS) {
+for (const model of SERVER_TOOL || APPROVAL_TOOL || MCP_APP_TOOL ? [] : MODELS) {
   describe(`${model} (@ag-ui/client ${CLIENT})`, () => {
     test("tool calls, then the answer from their results", async () => {
       const agent = newAgent(TOOLS_PROMPT);
