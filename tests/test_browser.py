@@ -6,6 +6,10 @@ upstream is down and which wants a token, for the error banners), runs the Node 
 them and stops them. Node and
 Chromium are required, not optional: ``make test`` must prove the page works.
 
+A second test (``tests/browser/mcp_apps.test.mjs``) runs ``demo --mcp ui=<tests/mcp_ui_server.py>``:
+the ``mcp-apps`` activity's card, and its widget opened in a sandboxed iframe through a proxied
+run (the page's preview; full MCP App hosting is CopilotKit's, tests/test_copilotkit.py).
+
 ``AGUI_UPDATE_SCREENSHOT=1`` also copies the screenshots the test took to ``docs/demo.png`` and
 ``docs/demo-approval.png`` (an approval card), the ones the README shows.
 """
@@ -87,13 +91,7 @@ def test_demo_page_in_chromium() -> None:
             what="the browser test",
         )
 
-    # The TAP summary, not only the exit code: a file that defines no test also exits 0.
-    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
-        if not re.search(rf"^{line}$", output, re.MULTILINE):
-            pytest.fail(f"the browser test did not report {line!r}:\n{output}", pytrace=False)
-    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    if not passed or int(passed.group(1)) < 1:
-        pytest.fail(f"the browser test ran no passing test:\n{output}", pytrace=False)
+    _check_summary(output)
 
     for name in SCREENSHOTS:
         assert (ARTIFACTS / name).stat().st_size > 10_000, f"no screenshot {name}"
@@ -101,6 +99,48 @@ def test_demo_page_in_chromium() -> None:
         (ROOT / "docs").mkdir(exist_ok=True)
         for name in DOCS_SCREENSHOTS:
             shutil.copyfile(ARTIFACTS / name, ROOT / "docs" / name)
+
+
+#: The card of an MCP App, its widget open (tests/browser/mcp_apps.test.mjs).
+MCP_APP_SCREENSHOT = "demo-mcp-app.png"
+
+
+def test_demo_page_shows_an_mcp_app_in_chromium() -> None:
+    """The page shows the ``mcp-apps`` activity of tests/mcp_ui_server.py's ``board`` as a card
+    (server, resource, the tool's input and result) whose "Open widget" reads the ui://
+    resource through a proxied run and shows it in a sandboxed iframe."""
+    pytest.importorskip("mcp")
+    from mcp_ui_server import HTML
+
+    node = require_node(WHY)
+    require_chromium()
+    _build_web_demo()
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    (ARTIFACTS / MCP_APP_SCREENSHOT).unlink(missing_ok=True)
+
+    server = f"ui={sys.executable} {ROOT / 'tests' / 'mcp_ui_server.py'}"
+    with _bridge("mcp-apps", "demo", "--mcp", server) as url:
+        env = {**os.environ, "DEMO_URL": url, "WIDGET_HTML": HTML, "ARTIFACTS_DIR": str(ARTIFACTS)}
+        output = run(
+            [node, "--test", "--test-reporter=tap", "mcp_apps.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env=env,
+            timeout=180,
+            what="the browser test",
+        )
+
+    _check_summary(output)
+    assert (ARTIFACTS / MCP_APP_SCREENSHOT).stat().st_size > 10_000, "no screenshot"
+
+
+def _check_summary(output: str) -> None:
+    """The TAP summary, not only the exit code: a file that defines no test also exits 0."""
+    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
+        if not re.search(rf"^{line}$", output, re.MULTILINE):
+            pytest.fail(f"the browser test did not report {line!r}:\n{output}", pytrace=False)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    if not passed or int(passed.group(1)) < 1:
+        pytest.fail(f"the browser test ran no passing test:\n{output}", pytrace=False)
 
 
 @contextmanager

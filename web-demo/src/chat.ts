@@ -14,6 +14,13 @@ import {
   type ToolCall,
 } from "@ag-ui/client";
 
+import {
+  MCP_APPS_ACTIVITY,
+  readActivity,
+  readWidgetHtml,
+  resultText,
+  type McpAppActivity,
+} from "./mcp_apps";
 import { FRONTEND_TOOLS, runTool } from "./tools";
 import type { ConversationView, TurnView } from "./view";
 
@@ -238,6 +245,20 @@ export class Chat {
         else card.setResult(content, content.startsWith("Error:"));
         this.hooks.announce("A server tool ran.");
       },
+      // An MCP App's tool ran on the server: a card, with the widget one click away.
+      onActivitySnapshotEvent: ({ event }) => {
+        if (event.activityType !== MCP_APPS_ACTIVITY) return;
+        const app = readActivity(event.content);
+        if (!app) return;
+        const data = {
+          serverId: app.serverId,
+          resourceUri: app.resourceUri,
+          input: JSON.stringify(app.toolInput, null, 2),
+          result: resultText(app.result),
+        };
+        turn.appCard(event.messageId, data, () => this.widgetHtml(app));
+        this.hooks.announce("An MCP App's widget is ready to open.");
+      },
       onRunErrorEvent: ({ event }) => {
         // The client reports its own abort as RUN_ERROR "abort": that is the Stop button.
         if (this.stopRequested && event.code === "abort") return;
@@ -283,6 +304,18 @@ export class Chat {
       turn.waiting(false);
     }
     return this.stopRequested ? { pending: [], interrupts: [] } : { pending, interrupts };
+  }
+
+  /** An MCP App's widget HTML, read through a proxied run on this conversation's thread. */
+  private widgetHtml(app: McpAppActivity): Promise<string> {
+    this.hooks.runStarted(`widget: resources/read ${app.resourceUri}`);
+    const target = {
+      url: this.url,
+      headers: this.headers,
+      threadId: this.agent.threadId,
+      subscriber: { onEvent: ({ event }: { event: BaseEvent }) => this.hooks.event(event) },
+    };
+    return readWidgetHtml(target, app);
   }
 
   /** Runs the pending tool calls here in the page and adds their results to the conversation. */

@@ -34,6 +34,9 @@ export function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** The document's scroller: the page itself scrolls, so a full-page screenshot shows it all. */
+export const page = (): HTMLElement => document.scrollingElement as HTMLElement;
+
 /** Keeps a scrollable element pinned to its bottom while new content arrives, unless the
  * reader scrolled up to read something. */
 export function stickToBottom(scroller: HTMLElement, change: () => void): void {

@@ -1,11 +1,9 @@
 // The conversation on the page: user messages, and per turn the assistant's thinking blocks,
 // answer text and tool cards in the order they arrive. No protocol here: chat.ts drives it.
 
-import { h, seconds, stickToBottom } from "./dom";
+import { AppCard, type AppCardData } from "./app_card";
+import { h, page, seconds, stickToBottom } from "./dom";
 import { renderMarkdown } from "./markdown";
-
-/** The document's scroller: the page itself scrolls, so a full-page screenshot shows it all. */
-const page = (): HTMLElement => document.scrollingElement as HTMLElement;
 
 export class ConversationView {
   constructor(
@@ -43,6 +41,7 @@ export class TurnView {
   private readonly thinking = new Map<string, ThinkingBlock>();
   private readonly texts = new Map<string, TextBlock>();
   private readonly tools = new Map<string, ToolCard>();
+  private readonly apps = new Map<string, AppCard>();
   private readonly pending: HTMLElement;
 
   constructor(private readonly body: HTMLElement) {
@@ -64,6 +63,13 @@ export class TurnView {
 
   toolCard(id: string, name = "tool"): ToolCard {
     return this.getOrAdd(this.tools, id, () => new ToolCard(id, name));
+  }
+
+  /** An MCP App's card (an `mcp-apps` activity): added once per id, shown anew on a repeat. */
+  appCard(id: string, data: AppCardData, open: () => Promise<string>): AppCard {
+    const card = this.getOrAdd(this.apps, id, () => new AppCard(data, open));
+    card.show(data);
+    return card;
   }
 
   /** A card asking the person to approve a server tool's call (an AG-UI interrupt). */
