@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import httpx
 from ag_ui.core import (
+    PROTOCOL_VERSION,
     AgentCapabilities,
     HumanInTheLoopCapabilities,
     IdentityCapabilities,
@@ -222,7 +223,11 @@ class Bridge:
         """A widget's request through a run (``bridge.serve.mcp_apps``): ``RUN_STARTED``,
         then ``RUN_FINISHED`` whose result is the MCP server's answer or the error."""
         self.active_runs += 1
-        started = RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
+        started = RunStartedEvent(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            protocol_version=PROTOCOL_VERSION,  # as every run's (the 0.0 lines get it left out)
+        )
         writer = FrameWriter(
             self.redactor,
             client_protocol(run_input.protocol_version, self.config.agui_protocol),

@@ -211,22 +211,19 @@ async function run(agent, params, { interrupted = false, proxied = false } = {})
   if (!proxied) {
     assert.ok(usage?.[0]?.outputTokens > 0, `no usage on RUN_FINISHED: ${JSON.stringify(usage)}`);
   }
-  assertProtocol(agent, { interrupted, proxied });
+  assertProtocol(agent, { interrupted });
   return { ...seen, result: captured.value, types: seen.events.map((event) => event.type) };
 }
 
 /** The run's request announced the client's line, and the answer was shaped for it. */
-function assertProtocol(agent, { interrupted = false, proxied = false } = {}) {
+function assertProtocol(agent, { interrupted = false } = {}) {
   const sent = agent.sentBodies.at(-1);
   const frames = wireFrames(agent.wires.at(-1)?.text ?? "");
   const started = frames.find((frame) => frame.type === EventType.RUN_STARTED);
   const finished = frames.find((frame) => frame.type === EventType.RUN_FINISHED);
   if (SPEAKS_1_0) {
     assert.equal(sent.protocolVersion, "1.0", "the 1.0 client announces its protocol");
-    // A proxied run's RUN_STARTED may leave the (optional) version out: 1.0 reads none as 1.0.
-    if (!proxied || started.protocolVersion !== undefined) {
-      assert.equal(started.protocolVersion, "1.0");
-    }
+    assert.equal(started.protocolVersion, "1.0");
   } else {
     assert.equal(sent.protocolVersion, undefined, `client ${CLIENT} announces no protocol`);
     assert.equal(started.protocolVersion, undefined, "no 1.0 field for a 0.0.x client");
