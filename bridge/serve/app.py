@@ -20,19 +20,11 @@ import anyio
 import httpx
 from ag_ui.core import (
     PROTOCOL_VERSION,
-    AgentCapabilities,
-    HumanInTheLoopCapabilities,
-    IdentityCapabilities,
     Message,
-    MultimodalCapabilities,
-    MultimodalInputCapabilities,
-    ReasoningCapabilities,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
-    ToolsCapabilities,
-    TransportCapabilities,
 )
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -42,14 +34,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from bridge import __version__
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.approvals import new_secret
-from bridge.serve.frames import CLIENT_PROTOCOLS, ClientProtocol, FrameWriter, client_protocol
-from bridge.serve.mcp_apps import ProxiedRequest, ProxyRefused, error_result, proxied_request
-from bridge.serve.mcp_tools import SEPARATOR, McpServer, McpStartError, start_mcp_servers
+from bridge.serve.capabilities import capabilities
+from bridge.serve.frames import ClientProtocol, FrameWriter, client_protocol
+from bridge.serve.mcp_apps import answer_widget
+from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.observe import RunObservation, Telemetry
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
@@ -58,7 +50,7 @@ from bridge.serve.resume import Approvals, settle_approvals
 from bridge.serve.run import ToolLoop, run_agent
 from bridge.serve.run_input import read_run_input
 from bridge.serve.stream import EventStreamResponse
-from bridge.serve.tools import ServerTools, ToolError, python_tool
+from bridge.serve.tools import ServerTools, python_tool
 from bridge.serve.upstream import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
@@ -110,7 +102,7 @@ class Bridge:
         )
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
-        self.telemetry = _telemetry(config, self.redactor.redact)
+        self.telemetry = Telemetry.from_config(config, self.redactor.redact)
 
     async def start(self) -> None:
         """Connect to the MCP servers and add their tools (once; the lifespan calls it, and the
@@ -235,7 +227,9 @@ class Bridge:
 
         async def frames() -> AsyncGenerator[str, None]:
             yield writer.frames([started])
-            result, server, method, outcome = await self._answer_widget(value)
+            result, server, method, outcome = await answer_widget(
+                value, self._mcp or (), self.tools.waits, call_timeout=self.config.tool_timeout
+            )
             finished = RunFinishedEvent(
                 thread_id=run_input.thread_id, run_id=run_input.run_id, result=result
             )
@@ -252,49 +246,6 @@ class Bridge:
             stop_frame=_SHUTDOWN_FRAME,
             on_close=ended,
         )
-
-    async def _answer_widget(self, value: Any) -> tuple[dict[str, Any], str, str, str]:
-        """The proxied request's result, its server and method (as metrics label them: only
-        ours, only the four) and how it went (``ok``, ``refused``, ``error``)."""
-        server_name, method = "unknown", "unknown"
-        try:
-            request = proxied_request(value)
-            method = request.method
-            server = self._mcp_server(request)
-            server_name = server.name
-            name = request.params.get("name")
-            approved = not (
-                method == "tools/call"
-                and isinstance(name, str)
-                and self.tools.waits(f"{server.name}{SEPARATOR}{name}")
-            )
-            result = await asyncio.wait_for(
-                server.proxied(request, approved=approved), self.config.tool_timeout
-            )
-            return result, server_name, method, "ok"
-        except ProxyRefused as exc:
-            return error_result(str(exc)), server_name, method, "refused"
-        except TimeoutError:
-            message = f"the MCP server did not answer within {self.config.tool_timeout:g} s"
-            return error_result(message), server_name, method, "error"
-        except ToolError as exc:
-            return error_result(str(exc)), server_name, method, "error"
-        except Exception:  # a bug of ours: the widget gets a clean error, the log the traceback
-            logger.exception("a widget's MCP request failed")
-            return error_result("the bridge failed on this request"), server_name, method, "error"
-
-    def _mcp_server(self, request: ProxiedRequest) -> McpServer:
-        """The MCP server a widget names, by its id (our ``--mcp`` name) or its hash; both, if
-        given, must be the same server's."""
-        for server in self._mcp or ():
-            if request.server_id:
-                hash_agrees = not request.server_hash or request.server_hash == server.hash
-                if request.server_id == server.name and hash_agrees:
-                    return server
-            elif request.server_hash and request.server_hash == server.hash:
-                return server
-        named = request.server_id or request.server_hash or "none named"
-        raise ProxyRefused(f"unknown MCP server: {named}")
 
     async def _start_for_request(self) -> None:
         """``start()`` for a request (an app mounted where its lifespan does not run): a
@@ -406,48 +357,21 @@ class Bridge:
         body, content_type = metrics.render(request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
-    async def capabilities(self, request: Request) -> Response:
+    async def describe(self, request: Request) -> Response:
+        """``GET /capabilities`` (``bridge.serve.capabilities``)."""
         try:
             self._authorize(request)
             await self._start_for_request()
         except InvalidRunInputError as exc:
             self.telemetry.refused(exc.status, exc.code)
             return self.error_response(exc.status, exc.code, exc.message)
-        props = await self.upstream.llama_cpp_props()
-        custom: dict[str, Any] = {
-            "models": served_models(self.config, await self._upstream_models()),
-            "reasoningHistory": self.config.reasoning_history,
-            "reasoningScope": self.config.reasoning_scope,
-            # The AG-UI client lines served: each run's events are shaped for the line its
-            # client announces (protocolVersion), unless pinned.
-            "aguiProtocols": list(CLIENT_PROTOCOLS),
-            "aguiProtocol": self.config.agui_protocol,
-            # Tools the bridge runs itself (Python functions, MCP servers' NAME__tool).
-            "serverTools": [tool.name for tool in self.tools.definitions()],
-        }
-        if props is not None:
-            caps = props.get("chat_template_caps")
-            preserve = caps.get("supports_preserve_reasoning") if isinstance(caps, dict) else None
-            custom["llamaCpp"] = {"supportsPreserveReasoning": preserve}
-        capabilities = AgentCapabilities(
-            identity=IdentityCapabilities(
-                name="agui-bridge",
-                type="openai-compatible",
-                description="AG-UI endpoint in front of an OpenAI-compatible model server",
-                version=__version__,
-            ),
-            transport=TransportCapabilities(streaming=True, websocket=False, http_binary=False),
-            tools=ToolsCapabilities(supported=True, client_provided=True, parallel_calls=True),
-            reasoning=ReasoningCapabilities(supported=True, streaming=True, encrypted=True),
-            multimodal=MultimodalCapabilities(input=MultimodalInputCapabilities(image=True)),
-            # Server tools under approval end a run with an interrupt; the answer may edit the
-            # arguments (editedArgs).
-            human_in_the_loop=HumanInTheLoopCapabilities(interrupts=True, approve_with_edits=True)
-            if self.tools.any_waits
-            else None,
-            custom=custom,
+        described = capabilities(
+            self.config,
+            self.tools,
+            served_models(self.config, await self._upstream_models()),
+            await self.upstream.llama_cpp_props(),
         )
-        return self.json_response(capabilities.model_dump(by_alias=True, mode="json"))
+        return self.json_response(described)
 
     def json_response(
         self, content: Any, *, status_code: int = 200, headers: dict[str, str] | None = None
@@ -468,20 +392,6 @@ def _proxied_request(run_input: RunAgentInput) -> Any:
     """``forwardedProps.__proxiedMCPRequest``, if the run is an MCP App widget's request."""
     props = run_input.forwarded_props
     return props.get("__proxiedMCPRequest") if isinstance(props, dict) else None
-
-
-def _telemetry(config: BridgeConfig, redact: Callable[[str], str]) -> Telemetry:
-    """The app's telemetry; OpenTelemetry is imported only when tracing is on."""
-    metrics = tracing = None
-    if config.metrics:
-        from bridge.serve.metrics import Metrics
-
-        metrics = Metrics()
-    if config.otel:
-        from bridge.serve.otel import Tracing
-
-        tracing = Tracing(upstream_url=config.upstream_url, content=config.otel_content)
-    return Telemetry(metrics=metrics, tracing=tracing, log_format=config.log_format, redact=redact)
 
 
 def create_app(
@@ -518,7 +428,7 @@ def create_app(
         routes=[
             Route("/", bridge.run, methods=["POST"]),
             Route("/health", bridge.health, methods=["GET"]),
-            Route("/capabilities", bridge.capabilities, methods=["GET"]),
+            Route("/capabilities", bridge.describe, methods=["GET"]),
             *([Route("/metrics", bridge.metrics, methods=["GET"])] if config.metrics else []),
         ],
         lifespan=lifespan,

@@ -20,10 +20,19 @@ the app calls it; a click in the widget is then the person's approval).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from bridge.serve.tools import ToolError
+
+if TYPE_CHECKING:
+    from bridge.serve.mcp_tools import McpServer
+
+logger = logging.getLogger("agui_bridge")
 
 #: The extension our MCP client announces, and the resource type it accepts.
 EXTENSION_ID = "io.modelcontextprotocol/ui"
@@ -125,3 +134,48 @@ def proxied_request(value: Any) -> ProxiedRequest:
         method,
         dict(params),
     )
+
+
+async def answer_widget(
+    value: Any, servers: Sequence[McpServer], waits: Callable[[str], bool], *, call_timeout: float
+) -> tuple[dict[str, Any], str, str, str]:
+    """A widget's request answered: the result (the MCP server's, or ``error_result``), its
+    server and method as metrics label them (only ours, only the four: else ``unknown``), and
+    how it went (``ok``, ``refused``, ``error``). ``waits``: whether a server tool (by the name
+    it is offered under) waits for approval."""
+    server_name, method = "unknown", "unknown"
+    try:
+        request = proxied_request(value)
+        method = request.method
+        server = _named_server(request, servers)
+        server_name = server.name
+        name = request.params.get("name")
+        approved = not (
+            method == "tools/call" and isinstance(name, str) and waits(server.tool_name(name))
+        )
+        result = await asyncio.wait_for(server.proxied(request, approved=approved), call_timeout)
+        return result, server_name, method, "ok"
+    except ProxyRefused as exc:
+        return error_result(str(exc)), server_name, method, "refused"
+    except TimeoutError:
+        message = f"the MCP server did not answer within {call_timeout:g} s"
+        return error_result(message), server_name, method, "error"
+    except ToolError as exc:
+        return error_result(str(exc)), server_name, method, "error"
+    except Exception:  # a bug of ours: the widget gets a clean error, the log the traceback
+        logger.exception("a widget's MCP request failed")
+        return error_result("the bridge failed on this request"), server_name, method, "error"
+
+
+def _named_server(request: ProxiedRequest, servers: Sequence[McpServer]) -> McpServer:
+    """The MCP server a widget names, by its id (our ``--mcp`` name) or its hash; both, if
+    given, must be the same server's."""
+    for server in servers:
+        if request.server_id:
+            hash_agrees = not request.server_hash or request.server_hash == server.hash
+            if request.server_id == server.name and hash_agrees:
+                return server
+        elif request.server_hash and request.server_hash == server.hash:
+            return server
+    named = request.server_id or request.server_hash or "none named"
+    raise ProxyRefused(f"unknown MCP server: {named}")

@@ -151,8 +151,12 @@ class McpServer:
             self._client = None
             self._stop.set()
 
+    def tool_name(self, remote: str) -> str:
+        """The name one of its tools is offered under (``NAME__tool``)."""
+        return f"{self.name}{SEPARATOR}{remote}"
+
     def _tool(self, listed: Any) -> ServerTool:
-        name = f"{self.name}{SEPARATOR}{listed.name}"
+        name = self.tool_name(listed.name)
         if not TOOL_NAME.match(name):
             raise ValueError(f"MCP server {self.name}: tool name {name!r} is not usable")
         remote = listed.name
@@ -214,7 +218,7 @@ class McpServer:
             ui = self.ui_tools.get(name)
             if not approved and (ui is None or not ui.for_app):
                 raise ProxyRefused(
-                    f"{self.name}{SEPARATOR}{name} waits for approval: a widget may call it "
+                    f"{self.tool_name(name)} waits for approval: a widget may call it "
                     'only if its server marks it for the app (_meta.ui.visibility: ["app"])'
                 )
             arguments = params.get("arguments") or {}

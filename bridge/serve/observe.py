@@ -27,7 +27,7 @@ from ag_ui.core import (
     ToolCall,
 )
 
-from bridge.config import LogFormat
+from bridge.config import BridgeConfig, LogFormat
 from bridge.core.errors import BridgeError, UpstreamConnectionError, UpstreamHTTPError
 from bridge.core.translate import TurnOutcome
 
@@ -60,6 +60,21 @@ class Telemetry:
         self.tracing = tracing
         self.log_format = log_format
         self.redact = redact
+
+    @classmethod
+    def from_config(cls, config: BridgeConfig, redact: Callable[[str], str]) -> Telemetry:
+        """The app's telemetry by its configuration; OpenTelemetry is imported only when
+        tracing is on, prometheus-client only with metrics."""
+        metrics = tracing = None
+        if config.metrics:
+            from bridge.serve.metrics import Metrics
+
+            metrics = Metrics()
+        if config.otel:
+            from bridge.serve.otel import Tracing
+
+            tracing = Tracing(upstream_url=config.upstream_url, content=config.otel_content)
+        return cls(metrics=metrics, tracing=tracing, log_format=config.log_format, redact=redact)
 
     def run(
         self,

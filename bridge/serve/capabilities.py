@@ -1,0 +1,66 @@
+"""``GET /capabilities``: what this bridge is and serves, as AG-UI's ``AgentCapabilities``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ag_ui.core import (
+    AgentCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    MultimodalCapabilities,
+    MultimodalInputCapabilities,
+    ReasoningCapabilities,
+    ToolsCapabilities,
+    TransportCapabilities,
+)
+
+from bridge import __version__
+from bridge.config import BridgeConfig
+from bridge.serve.frames import CLIENT_PROTOCOLS
+from bridge.serve.tools import ServerTools
+
+
+def capabilities(
+    config: BridgeConfig,
+    tools: ServerTools,
+    models: Sequence[str],
+    llama_cpp_props: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The capabilities as JSON: ``models`` are the ones served; ``llama_cpp_props`` is
+    llama.cpp's ``/props``, or ``None`` for another server."""
+    custom: dict[str, Any] = {
+        "models": list(models),
+        "reasoningHistory": config.reasoning_history,
+        "reasoningScope": config.reasoning_scope,
+        # The AG-UI client lines served: each run's events are shaped for the line its
+        # client announces (protocolVersion), unless pinned.
+        "aguiProtocols": list(CLIENT_PROTOCOLS),
+        "aguiProtocol": config.agui_protocol,
+        # Tools the bridge runs itself (Python functions, MCP servers' NAME__tool).
+        "serverTools": [tool.name for tool in tools.definitions()],
+    }
+    if llama_cpp_props is not None:
+        caps = llama_cpp_props.get("chat_template_caps")
+        preserve = caps.get("supports_preserve_reasoning") if isinstance(caps, dict) else None
+        custom["llamaCpp"] = {"supportsPreserveReasoning": preserve}
+    described = AgentCapabilities(
+        identity=IdentityCapabilities(
+            name="agui-bridge",
+            type="openai-compatible",
+            description="AG-UI endpoint in front of an OpenAI-compatible model server",
+            version=__version__,
+        ),
+        transport=TransportCapabilities(streaming=True, websocket=False, http_binary=False),
+        tools=ToolsCapabilities(supported=True, client_provided=True, parallel_calls=True),
+        reasoning=ReasoningCapabilities(supported=True, streaming=True, encrypted=True),
+        multimodal=MultimodalCapabilities(input=MultimodalInputCapabilities(image=True)),
+        # Server tools under approval end a run with an interrupt; the answer may edit the
+        # arguments (editedArgs).
+        human_in_the_loop=HumanInTheLoopCapabilities(interrupts=True, approve_with_edits=True)
+        if tools.any_waits
+        else None,
+        custom=custom,
+    )
+    return described.model_dump(by_alias=True, mode="json")
