@@ -57,8 +57,9 @@ typecheck: $(STAMP)
 pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP)
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
-# Benchmarks outside run_all.py: hostile input (issue 22), observability's cost (issue 24).
-SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall firehose observability
+# Benchmarks outside run_all.py: hostile input (issue 22), observability's cost (issue 24),
+# fairness beside a firehose (issue 25).
+SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall firehose observability fairness
 
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke

@@ -244,6 +244,27 @@ def bridge() -> Starlette:
     return create_app(config)
 
 
+def pydantic_ai() -> Starlette:
+    """The peer users would pick: pydantic-ai's AG-UI adapter (``AGUIAdapter``) over its
+    OpenAI chat model pointed at the same upstream, streaming. An optional install, for the
+    benchmark only: ``pip install 'pydantic-ai-slim[ag-ui,openai]'``."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
+
+    provider = OpenAIProvider(base_url=f"{os.environ[UPSTREAM_URL_ENV]}/v1", api_key="bench")
+    agent = Agent(OpenAIChatModel(MODEL, provider=provider))
+
+    async def run(request: Request) -> Response:
+        return await AGUIAdapter.dispatch_request(request, agent=agent)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(routes=[Route("/", run, methods=["POST"]), Route("/health", health)])
+
+
 def otlp_sink() -> Any:
     """Accepts OTLP/HTTP trace exports (protobuf, gzip or deflate) at ``POST /v1/traces`` and
     answers 200 with an empty body (an empty ``ExportTraceServiceResponse``); counts the exports

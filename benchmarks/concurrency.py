@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import re
 import sys
@@ -65,10 +66,48 @@ _TIMESTAMP = re.compile(re.escape(apps.TIMESTAMP_PREFIX) + rb"(\d{19})")
 _KEEP = len(apps.TIMESTAMP_PREFIX) + 18  # a tail that may hold the start of a split timestamp
 
 
+#: Every server this benchmark can measure: the bridge (aiohttp under httpx, the default;
+#: httpx's own transport; with a key to redact), the bridge with two workers (uvicorn's, on the
+#: app factory, as ``serve --workers 2`` runs it), the pass-through proxy, pydantic-ai's AG-UI
+#: adapter (the peer; an optional install), and the upstream read directly (the floor).
+PATHS = (
+    "bridge",
+    "bridge-httpx",
+    "bridge-key",
+    "bridge-workers2",
+    "proxy",
+    "pydantic-ai",
+    "direct",
+)
+DEFAULT_PATHS = ("bridge", "bridge-httpx", "bridge-key", "proxy", "direct")
+
+
+def _spec(path: str, env: dict[str, str]) -> Spec:
+    if path == "bridge-httpx":
+        return Spec(factory="bridge", env={**env, apps.TRANSPORT_ENV: "httpx"})
+    if path == "bridge-key":
+        return Spec(factory="bridge", env={**env, apps.API_KEY_ENV: BENCH_KEY})
+    if path == "bridge-workers2":
+        return Spec(factory="bridge", env=env, workers=2)
+    if path == "pydantic-ai":
+        return Spec(factory="pydantic_ai", env=env)
+    if path in ("bridge", "proxy"):
+        return Spec(factory=path, env=env)
+    raise SystemExit(f"unknown path {path!r}; choose from {', '.join(PATHS)}")
+
+
+def _available(path: str) -> bool:
+    if path == "pydantic-ai" and importlib.util.find_spec("pydantic_ai") is None:
+        print("concurrency: pydantic-ai is not installed, its row is left out "
+              "(pip install 'pydantic-ai-slim[ag-ui,openai]')")  # fmt: skip
+        return False
+    return True
+
+
 def _end_of(path: str) -> bytes:
-    """What ends an answer: RUN_FINISHED from any bridge (``bridge``, ``bridge-…``), else
-    the upstream's [DONE] (the proxy, direct)."""
-    return b"RUN_FINISHED" if path.startswith("bridge") else b"[DONE]"
+    """What ends an answer: RUN_FINISHED from an AG-UI server (``bridge``, ``bridge-…``,
+    ``pydantic-ai``), else the upstream's [DONE] (the proxy, direct)."""
+    return b"RUN_FINISHED" if path.startswith("bridge") or path == "pydantic-ai" else b"[DONE]"
 
 
 @dataclass(kw_only=True)
@@ -156,18 +195,23 @@ async def runs(
     return total
 
 
-async def _watch(window: Window, pids: dict[str, int]) -> None:
-    """CPU time over the window, RSS of the server under test sampled through it."""
+async def _watch(window: Window, pids: dict[str, list[int]]) -> None:
+    """CPU time over the window (a server of several processes: their sum), RSS of the server
+    under test sampled through it."""
     await asyncio.sleep(max(0.0, window.start_ns / 1e9 - time.time()))
     began = time.perf_counter()
-    cpu_before = {name: harness.cpu_seconds(pid) for name, pid in pids.items()}
+
+    def cpu(group: list[int]) -> float:
+        return sum(map(harness.cpu_seconds, group))
+
+    cpu_before = {name: cpu(group) for name, group in pids.items()}
     while time.time_ns() < window.end_ns:
-        window.peak_rss = max(window.peak_rss, harness.rss_bytes(pids["server"]))
+        rss = sum(map(harness.rss_bytes, pids["server"]))
+        window.peak_rss = max(window.peak_rss, rss)
         await asyncio.sleep(RSS_EVERY_S)
     elapsed = time.perf_counter() - began
     window.cpu = {
-        name: 100 * (harness.cpu_seconds(pid) - cpu_before[name]) / elapsed
-        for name, pid in pids.items()
+        name: 100 * (cpu(group) - cpu_before[name]) / elapsed for name, group in pids.items()
     }
 
 
@@ -187,7 +231,9 @@ async def _level(
     warm = Window(start_ns=0, end_ns=0)
     await stream(path, server.url, start_at=0, orders={"rate": 100, "tokens": 5}, window=warm)
     await asyncio.sleep(min(IDLE_S, duration / 5))
-    idle_rss = harness.rss_bytes(server.pid)
+    # A server of several processes (--workers): the parent and its workers together.
+    server_pids = [server.pid, *harness.worker_pids(server.pid)]
+    idle_rss = sum(map(harness.rss_bytes, server_pids))
     t0 = time.time() + 0.1
     until = t0 + ramp + duration
     settle = min(SETTLE_S, duration / 3)
@@ -213,7 +259,7 @@ async def _level(
         )
         for start in starts
     ]
-    pids = {"server": server.pid, "upstream": upstream.pid, "client": os.getpid()}
+    pids = {"server": server_pids, "upstream": [upstream.pid], "client": [os.getpid()]}
     watcher = asyncio.ensure_future(_watch(window, pids))
     outcomes = await asyncio.gather(*tasks)
     await watcher
@@ -258,33 +304,24 @@ def measure(
     duration: float | None = None,
     ramp: float | None = None,
     stack: ServerStack | None = None,
+    paths: Sequence[str] | None = None,
 ) -> Outcome:
+    """``paths``: the servers measured, of ``PATHS`` (default ``DEFAULT_PATHS``)."""
     levels = levels or (SMOKE_LEVELS if smoke else FULL_LEVELS)
     duration = duration or (SMOKE_DURATION if smoke else FULL_DURATION)
     ramp = ramp if ramp is not None else (SMOKE_RAMP if smoke else FULL_RAMP)
     stack = stack or harness.default_stack()
+    paths = [path for path in (paths or DEFAULT_PATHS) if _available(path)]
     results: list[dict[str, Any]] = []
     for streams in levels:
         upstream = Spec(factory="upstream")
         env = {apps.UPSTREAM_URL_ENV: upstream.url, apps.MAX_RUNS_ENV: str(streams + 16)}
-        httpx_env = {**env, apps.TRANSPORT_ENV: "httpx"}
-        key_env = {**env, apps.API_KEY_ENV: BENCH_KEY}
-        specs = (
-            upstream,
-            Spec(factory="bridge", env=env),
-            Spec(factory="bridge", env=httpx_env),
-            Spec(factory="bridge", env=key_env),
-            Spec(factory="proxy", env=env),
-        )
-        with harness.serve(*specs, stack=stack) as (upstream_server, bridge, old, keyed, proxy):
-            paths = [
-                ("bridge", bridge),
-                ("bridge-httpx", old),
-                ("bridge-key", keyed),
-                ("proxy", proxy),
-            ]
-            for path, server in [*paths, ("direct", upstream_server)]:
-                level = _level(path, server, upstream_server, streams, rate, duration, ramp)
+        served = [path for path in paths if path != "direct"]
+        specs = [upstream, *(_spec(path, env) for path in served)]
+        with harness.serve(*specs, stack=stack) as (upstream_server, *servers):
+            by_path = {**dict(zip(served, servers, strict=True)), "direct": upstream_server}
+            for path in paths:
+                level = _level(path, by_path[path], upstream_server, streams, rate, duration, ramp)
                 results.append(harness.run_client(level))
     config = {
         "levels": list(levels),
@@ -292,6 +329,7 @@ def measure(
         "duration_s": duration,
         "ramp_s": ramp,
         "stack": stack.name,
+        "paths": paths,
     }
     return Outcome(
         name="concurrency",
@@ -384,6 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stack", help="asyncio+h11 or uvloop+httptools (default: the fastest installed)"
     )
+    parser.add_argument(
+        "--path",
+        action="append",
+        choices=PATHS,
+        help=f"a server to measure (repeatable; default {', '.join(DEFAULT_PATHS)})",
+    )
     args = parser.parse_args(argv)
     if args.duration is not None and args.duration <= 0:
         parser.error("--duration must be positive")
@@ -395,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         duration=args.duration,
         ramp=args.ramp,
         stack=harness.stack_named(args.stack),
+        paths=args.path,
     )
     return harness.finish(outcome, smoke=args.smoke)
 

@@ -77,7 +77,7 @@ class Result:
 # -- the client ------------------------------------------------------------------------------
 def request_for(path: str, url: str, orders: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Where to POST and what, for the bridge, the proxy or the upstream itself."""
-    if path.startswith("bridge"):
+    if path.startswith("bridge") or path == "pydantic-ai":  # AG-UI servers
         return url, apps.run_input(orders)
     if path == "proxy":
         return url, apps.chat_body(orders)

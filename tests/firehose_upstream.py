@@ -3,7 +3,8 @@
 - ``POST …/chat/completions`` with any model: reasoning chunks written back to back, forever (the
   bridge's reads always find data buffered), until the connection closes.
 - with a model whose name holds ``paced``: ``PACED_CHUNKS`` text chunks, one every ``PACE``
-  seconds, then ``finish_reason`` and ``[DONE]``.
+  seconds (``paced-50``: every 50 ms; ``paced-50-20``: 20 chunks), then ``finish_reason`` and
+  ``[DONE]``.
 - ``GET /status``: ``{"open": streams being written now, "served": streams begun}``.
 
 Raw asyncio streams, not a framework: it must write as fast as the socket takes, and notice a
@@ -39,6 +40,14 @@ _HEAD = (
 )
 
 
+def _pace(model: str) -> tuple[float, int]:
+    """``paced[-MS[-CHUNKS]]``: the seconds between chunks and how many."""
+    parts = model.split("paced", 1)[1].strip("-").split("-")
+    pace = float(parts[0]) / 1000 if parts[0] else PACE
+    chunks = int(parts[1]) if len(parts) > 1 and parts[1] else PACED_CHUNKS
+    return pace, chunks
+
+
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     global _OPEN, _SERVED
     try:
@@ -68,11 +77,13 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         _SERVED += 1
         try:
             writer.write(_HEAD)
-            if "paced" in str(body.get("model", "")):
-                for number in range(PACED_CHUNKS):
+            model = str(body.get("model", ""))
+            if "paced" in model:
+                pace, chunks = _pace(model)
+                for number in range(chunks):
                     writer.write(_frame({"content": f"{number} "}))
                     await writer.drain()
-                    await asyncio.sleep(PACE)
+                    await asyncio.sleep(pace)
                 writer.write(_frame({}, "stop") + b"data: [DONE]\n\n")
                 await writer.drain()
                 return
