@@ -20,12 +20,11 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { launchChromium } from "./chromium.mjs";
+import { answered, env, openPage as openAppPage, RUN_TIMEOUT, send } from "./copilotkit_page.mjs";
 
-const env = (name) => {
-  const value = process.env[name];
-  if (value === undefined) throw new Error(`set ${name} (see the comment at the top of this file)`);
-  return value;
-};
+const openPage = (wiring, model) =>
+  openAppPage(context, APP_URL, wiring, model, new Set([SANDBOX_WARNING]));
+
 const APP_URL = env("APP_URL");
 const MODELS = env("MCP_APP_MODELS").split(",").filter(Boolean);
 const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
@@ -37,7 +36,6 @@ const DESKTOP = { width: 1100, height: 900 };
 /** The scripted model calls a tool whose name the user's text holds; it fills `start` with 1. */
 const PROMPT = "Show me the app__counter, please.";
 const COUNTER_TEXT = "The counter shows 1. Click +1 in the widget to add one.";
-const RUN_TIMEOUT = 20_000;
 /** Chromium says this of every iframe sandboxed with both flags; CopilotKit's renderer sets them. */
 const SANDBOX_WARNING =
   "An iframe which has both allow-scripts and allow-same-origin for its sandbox attribute can escape its sandboxing.";
@@ -55,53 +53,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-async function openPage(wiring, model) {
-  const page = await context.newPage();
-  const problems = [];
-  page.on("console", (message) => {
-    const kind = message.type();
-    if ((kind === "error" || kind === "warning") && message.text() !== SANDBOX_WARNING) {
-      problems.push(`console.${kind}: ${message.text()}`);
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
-  const url = new URL(APP_URL);
-  url.search = new URLSearchParams({ wiring, model }).toString();
-  await page.goto(url.href);
-  await page.getByTestId("copilot-chat-textarea").waitFor();
-  return { page, problems };
-}
-
-async function send(page, text) {
-  const input = page.getByTestId("copilot-chat-textarea");
-  await input.fill(text);
-  await page.waitForSelector("[data-testid=copilot-send-button]:not([disabled])");
-  await input.press("Enter");
-}
-
-/** Waits until the last assistant message holds `text` and the agent is idle. */
-async function answered(page, problems, text) {
-  const outcome = await page
-    .waitForFunction(
-      (expected) => {
-        if (window.copilotErrors.length > 0) return { errors: window.copilotErrors };
-        const answers = document.querySelectorAll("[data-testid=copilot-assistant-message]");
-        const last = answers[answers.length - 1];
-        const idle = document.querySelector("[data-testid=run-status]").dataset.state === "idle";
-        return idle && last?.innerText.includes(expected) && { errors: [] };
-      },
-      text,
-      { timeout: RUN_TIMEOUT },
-    )
-    .catch((error) => {
-      throw new Error(
-        `no answer holding ${JSON.stringify(text)}: ${error.message}\n` +
-          `page problems: ${JSON.stringify(problems, null, 1)}`,
-      );
-    });
-  assert.deepEqual((await outcome.jsonValue()).errors, [], "CopilotKit onError");
-}
 
 /** The widget's document: CopilotKit's sandbox iframe holds the MCP App's own iframe. */
 const widget = (page) => page.frameLocator("[data-testid=mcp-app-iframe]").frameLocator("iframe");

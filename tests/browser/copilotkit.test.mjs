@@ -24,12 +24,10 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { launchChromium } from "./chromium.mjs";
+import { answered, env, openPage as openAppPage, RUN_TIMEOUT, send, transcript } from "./copilotkit_page.mjs";
 
-const env = (name) => {
-  const value = process.env[name];
-  if (value === undefined) throw new Error(`set ${name} (see the comment at the top of this file)`);
-  return value;
-};
+const openPage = (wiring, model) => openAppPage(context, APP_URL, wiring, model);
+
 const APP_URL = env("APP_URL");
 const MODELS = env("MODELS").split(",").filter(Boolean);
 const MIXED_MODELS = env("MIXED_MODELS").split(",").filter(Boolean);
@@ -48,7 +46,6 @@ const LIGHTBLUE = "rgb(173, 216, 230)";
 const MIXED_PROMPT = "What time is it? And make the background lightblue.";
 /** get_time's result as the bridge sends it in TOOL_CALL_RESULT: the string, not JSON text. */
 const SERVER_TIME = "12:00";
-const RUN_TIMEOUT = 20_000;
 /** Asked to interleave, the scripted model reasons, writes, reasons again and writes again. */
 const INTERLEAVE_PROMPT = "Please interleave your thinking.";
 const INTERLEAVED = [
@@ -89,108 +86,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-/** A page of the example in a shared context, whose console problems are collected. */
-async function openPage(wiring, model) {
-  const page = await context.newPage();
-  const problems = [];
-  page.on("console", (message) => {
-    if (message.type() === "error" || message.type() === "warning") {
-      problems.push(`console.${message.type()}: ${message.text()}`);
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
-  const url = new URL(APP_URL);
-  url.search = new URLSearchParams({ wiring, model }).toString();
-  await page.goto(url.href);
-  await page.getByTestId("copilot-chat-textarea").waitFor();
-  return { page, problems };
-}
-
-/** Types a message and sends it once CopilotChat takes it (through the runtime, the agent is
- * known only when the runtime's /info has answered: until then the send button stays disabled
- * and Enter does nothing). */
-async function send(page, text) {
-  const input = page.getByTestId("copilot-chat-textarea");
-  await input.fill(text);
-  await page.waitForSelector("[data-testid=copilot-send-button]:not([disabled])");
-  await input.press("Enter");
-}
-
-/**
- * Waits until the last assistant message holds `text` and the agent, follow-ups included, is idle;
- * fails at once, saying why, when CopilotKit reports an error or the page logs a problem.
- */
-async function answered(page, problems, text) {
-  let outcome;
-  try {
-    outcome = await page.waitForFunction(
-      (expected) => {
-        if (window.copilotErrors.length > 0) return { errors: window.copilotErrors };
-        const answers = document.querySelectorAll("[data-testid=copilot-assistant-message]");
-        const last = answers[answers.length - 1];
-        const idle = document.querySelector("[data-testid=run-status]").dataset.state === "idle";
-        return idle && last?.innerText.includes(expected) && { errors: [] };
-      },
-      text,
-      { timeout: RUN_TIMEOUT },
-    );
-  } catch (error) {
-    const shown = await transcript(page).catch(() => "(none)");
-    throw new Error(
-      `no answer holding ${JSON.stringify(text)}: ${error.message}\n` +
-        `page problems: ${JSON.stringify(problems, null, 1)}\n` +
-        `transcript: ${JSON.stringify(shown, null, 1)}`,
-    );
-  }
-  const { errors } = await outcome.jsonValue();
-  assert.deepEqual(
-    errors,
-    [],
-    `CopilotKit onError; page problems: ${JSON.stringify(problems, null, 1)}`,
-  );
-}
-
-/**
- * The conversation as CopilotChat shows it, one entry per message in page order: a user message,
- * a reasoning block (its header), or an assistant message (its tool cards and its text).
- */
-const transcript = (page) =>
-  page.$eval("[data-testid=copilot-message-list]", (list) =>
-    [
-      ...list.querySelectorAll(
-        "[data-testid=copilot-user-message], [data-message-id], [data-testid=copilot-assistant-message]",
-      ),
-    ]
-      .filter(
-        (element) =>
-          !element.parentElement.closest(
-            "[data-message-id], [data-testid=copilot-assistant-message]",
-          ),
-      )
-      .map((element) => {
-        if (element.dataset.testid === "copilot-user-message") {
-          return { kind: "user", text: element.innerText.trim() };
-        }
-        if (element.dataset.testid === "copilot-assistant-message") {
-          const tools = [...element.querySelectorAll("[data-testid=tool-card]")].map((card) => ({
-            name: card.dataset.toolName,
-            status: card.dataset.status,
-            runsOn: card.dataset.runsOn,
-            args: JSON.parse(card.querySelector("[data-testid=tool-args]").textContent),
-            result: card.querySelector("[data-testid=tool-result]")?.textContent,
-          }));
-          const copy = element.cloneNode(true);
-          for (const part of copy.querySelectorAll(
-            "[data-testid=tool-card], [data-testid=copilot-assistant-toolbar]",
-          )) {
-            part.remove();
-          }
-          return { kind: "assistant", tools, text: copy.textContent.trim() };
-        }
-        return { kind: "reasoning", header: element.querySelector("button")?.innerText.trim() };
-      }),
-  );
 
 /** The shapes a transcript must have: reasoning blocks only where the model reasons. */
 function expectedKinds(model, turns) {
