@@ -484,6 +484,72 @@ def test_inside_a_host_apps_span_the_run_nests_under_it() -> None:
     assert spans[f"chat {DEFAULT_SCRIPTED_MODEL}"]["parent"] == run["span_id"]
 
 
+#: An upstream that refuses the key quoting it, as OpenAI's 401 does; a user who pastes it too;
+#: the spans, content and all, kept in memory: the key must be in none of them.
+_LEAKY = """
+import asyncio, json
+import httpx
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from bridge import BridgeConfig, create_app
+
+KEY = "sk-otel-Zq8vT2mW9xL4nB7cR1pK6hY3jD5f"
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+
+async def chat(request):
+    message = f"Incorrect API key provided: {KEY}. You can find your API key at ..."
+    return JSONResponse({"error": {"message": message}}, status_code=401)
+
+async def main():
+    upstream = httpx.ASGITransport(
+        app=Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    )
+    config = BridgeConfig(
+        upstream_url="http://upstream.test/v1", model="m", api_key=KEY, otel=True,
+        otel_content=True, retries=0,
+    )
+    app = create_app(config, transport=upstream)
+    body = {"threadId": f"thread-{KEY}", "runId": "r", "messages": [{"id": "u", "role": "user",
+            "content": f"my key is {KEY}"}], "tools": [], "context": [], "state": {},
+            "forwardedProps": {}}
+    async with app.router.lifespan_context(app):
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://b")
+        async with client:
+            await client.post("/", json=body)
+
+asyncio.run(main())
+print(json.dumps({
+    "key": KEY,
+    "spans": [
+        {"name": span.name, "attributes": dict(span.attributes),
+         "status": span.status.description}
+        for span in exporter.get_finished_spans()
+    ],
+}, default=str))
+"""
+
+
+@pytest.mark.usefixtures("otel_extra")
+def test_no_span_carries_a_secret_even_with_content() -> None:
+    found = _python(_LEAKY)
+    key, spans = found["key"], found["spans"]
+    text = json.dumps(spans)
+    assert [span["name"] for span in spans] == ["chat m", RUN_SPAN]
+    pieces = {key[i : i + 8] for i in range(len(key) - 7)}
+    assert not [piece for piece in pieces if piece in text]
+    chat = spans[0]
+    assert "Incorrect API key provided: [redacted]" in chat["status"]
+    assert "my key is [redacted]" in chat["attributes"]["gen_ai.input.messages"]
+
+
 @pytest.mark.parametrize(
     "off",
     [{"OTEL_SDK_DISABLED": "true"}, {"OTEL_TRACES_EXPORTER": "none"}],

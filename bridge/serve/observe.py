@@ -73,7 +73,9 @@ class Telemetry:
         if config.otel:
             from bridge.serve.otel import Tracing
 
-            tracing = Tracing(upstream_url=config.upstream_url, content=config.otel_content)
+            tracing = Tracing(
+                upstream_url=config.upstream_url, content=config.otel_content, redact=redact
+            )
         return cls(metrics=metrics, tracing=tracing, log_format=config.log_format, redact=redact)
 
     def run(

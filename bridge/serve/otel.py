@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -64,8 +64,12 @@ class Tracing:
     """The app's tracer, on the host app's provider or on one of its own (``shutdown`` flushes
     and closes only its own)."""
 
-    def __init__(self, *, upstream_url: str, content: bool = False) -> None:
+    def __init__(
+        self, *, upstream_url: str, content: bool = False, redact: Callable[[str], str] = str
+    ) -> None:
         self.content = content
+        #: Every text a span carries goes through it (an upstream's error quoting the key).
+        self.redact = redact
         url = urlsplit(upstream_url)
         self.server_address = url.hostname or ""
         self.server_port = url.port or (443 if url.scheme == "https" else 80)
@@ -98,11 +102,11 @@ class Tracing:
                 "gen_ai.agent.name": AGENT_NAME,
                 "gen_ai.provider.name": self.provider_name,
                 "gen_ai.request.model": model,
-                "gen_ai.conversation.id": thread_id,
-                "agui.run.id": run_id,
+                "gen_ai.conversation.id": self.redact(thread_id),
+                "agui.run.id": self.redact(run_id),
             },
         )
-        return RunSpan(self, span, thread_id)
+        return RunSpan(self, span, self.redact(thread_id))
 
     def _child(self, parent: Span, name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
         context = trace.set_span_in_context(parent)
@@ -133,15 +137,17 @@ class RunSpan:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 attributes[name] = value
         if self.content:
+            redact = tracing.redact
             messages = body.get("messages")
             if isinstance(messages, list):
-                attributes["gen_ai.input.messages"] = _json(list(map(_input_message, messages)))
+                inputs = _json(list(map(_input_message, messages)))
             else:  # the Responses API's input items, as they went
-                attributes["gen_ai.input.messages"] = _json(body.get("input"))
+                inputs = _json(body.get("input"))
+            attributes["gen_ai.input.messages"] = redact(inputs)
             if body.get("tools"):
-                attributes["gen_ai.tool.definitions"] = _json(body["tools"])
+                attributes["gen_ai.tool.definitions"] = redact(_json(body["tools"]))
         span = tracing._child(self._span, f"chat {model}", SpanKind.CLIENT, attributes)
-        return ChatSpan(span, self.content)
+        return ChatSpan(span, self.content, tracing.redact)
 
     def tool(self, call: ToolCall) -> ToolSpan:
         name = call.function.name
@@ -152,11 +158,11 @@ class RunSpan:
             "gen_ai.tool.type": "function",
         }
         if self.content:
-            attributes["gen_ai.tool.call.arguments"] = call.function.arguments
+            attributes["gen_ai.tool.call.arguments"] = self._tracing.redact(call.function.arguments)
         span = self._tracing._child(
             self._span, f"execute_tool {name}", SpanKind.INTERNAL, attributes
         )
-        return ToolSpan(span, self.content)
+        return ToolSpan(span, self.content, self._tracing.redact)
 
     def end(self, run: RunObservation) -> None:
         span = self._span
@@ -175,9 +181,10 @@ class RunSpan:
 class ChatSpan:
     """An upstream request's ``chat`` span."""
 
-    def __init__(self, span: Span, content: bool) -> None:
+    def __init__(self, span: Span, content: bool, redact: Callable[[str], str]) -> None:
         self._span = span
         self._content = content
+        self._redact = redact
         self.output: list[str] = []  # the turn's text, with --otel-content
 
     def headers(self) -> dict[str, str]:
@@ -217,12 +224,12 @@ class ChatSpan:
             message = {"role": "assistant", "parts": parts}
             if outcome.finish_reason:
                 message["finish_reason"] = outcome.finish_reason
-            span.set_attribute("gen_ai.output.messages", _json([message]))
+            span.set_attribute("gen_ai.output.messages", self._redact(_json([message])))
         if error is not None:
             # An HTTP error by its status, as OpenTelemetry's HTTP conventions have it.
             kind = str(error.status) if isinstance(error, UpstreamHTTPError) else failure
             span.set_attribute("error.type", kind or error.code)
-            span.set_status(Status(StatusCode.ERROR, error.message))
+            span.set_status(Status(StatusCode.ERROR, self._redact(error.message)))
         elif cancelled:
             span.set_attribute("error.type", "cancelled")
         span.end()
@@ -231,14 +238,15 @@ class ChatSpan:
 class ToolSpan:
     """A server tool call's ``execute_tool`` span."""
 
-    def __init__(self, span: Span, content: bool) -> None:
+    def __init__(self, span: Span, content: bool, redact: Callable[[str], str]) -> None:
         self._span = span
         self._content = content
+        self._redact = redact
 
     def end(self, outcome: ToolOutcome, result: str) -> None:
         span = self._span
         if self._content:
-            span.set_attribute("gen_ai.tool.call.result", result)
+            span.set_attribute("gen_ai.tool.call.result", self._redact(result))
         if outcome != "ok":
             span.set_attribute("error.type", outcome)
             span.set_status(Status(StatusCode.ERROR, outcome))
