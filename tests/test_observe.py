@@ -293,3 +293,17 @@ def test_the_commands_log_is_json_lines_with_log_format_json() -> None:
     assert [run["thread"] for run in runs] == ["thread-json"]
     assert runs[0]["logger"] == "agui_bridge.runs" and runs[0]["outcome"] == "finished"
     assert any(line["logger"] == "uvicorn.error" for line in lines)
+
+
+def test_metrics_carry_no_secret_a_client_put_in_a_label() -> None:
+    """A frontend tool's name is the client's text, and a label value: redacted like any body."""
+    name = f"tool_{KEY.replace('-', '_')}"
+    tool = {"name": name, "description": "d", "parameters": {"type": "object", "properties": {}}}
+    with scripted_stack(metrics=True, api_key=KEY) as made:
+        body = run_input([{"id": "u", "role": "user", "content": f"call {name}"}], tools=[tool])
+        frames = post(made.bridge_url, body)
+        text = httpx.get(f"{made.bridge_url}/metrics").text
+    assert any(f["type"] == "TOOL_CALL_START" for f in frames)
+    pieces = {KEY[i : i + 8] for i in range(len(KEY) - 7)}
+    assert not [piece for piece in pieces if piece in text]
+    assert 'tool="tool_sk_observe_[redacted]"' in text

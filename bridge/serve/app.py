@@ -355,7 +355,8 @@ class Bridge:
                 headers = {"WWW-Authenticate": "Bearer"}
                 return self.error_response(exc.status, exc.code, exc.message, headers=headers)
         body, content_type = metrics.render(request.headers.get("accept"))
-        return Response(body, media_type=content_type)
+        # Redacted like every body: a label value (a frontend tool's name) is the client's text.
+        return Response(self.redactor.redact(body.decode()), media_type=content_type)
 
     async def describe(self, request: Request) -> Response:
         """``GET /capabilities`` (``bridge.serve.capabilities``)."""
