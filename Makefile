@@ -4,7 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench clean copilotkit-demo
+.PHONY: setup test lint typecheck pytest demo bench clean copilotkit-demo llama-server live-bed \
+	record-llamacpp
 
 NODE_TESTS    := tests/node/node_modules/.installed
 BROWSER_TESTS := tests/browser/node_modules/.installed
@@ -53,8 +54,32 @@ lint: $(STAMP) $(WEB_DEMO_DEPS)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The live tests (tests/live/) run a real llama-server with a real model, built once per machine
+# into a cache outside the tree (tests/llama_server.py; README "Live tests"). LIVE=0 skips them
+# for a quick local loop (refused under $$CI).
+LIVE ?= 1
+ifeq ($(LIVE),0)
+LIVE_BED :=
+export AGUI_BRIDGE_LIVE := 0
+else
+LIVE_BED := live-bed
+endif
+
+# The bed, built if the cache lacks it (a failure stops `make test` with the reason).
+live-bed: $(STAMP)
+	$(BIN)/python tests/llama_server.py build
+
+# Build llama-server again (another AGUI_BRIDGE_LLAMACPP_VERSION, a compiler upgrade).
+llama-server: $(STAMP)
+	$(BIN)/python tests/llama_server.py build --force
+
+# Record tests/fixtures/llamacpp/ again from the live server: a llama.cpp upgrade is one command
+# and a diff.
+record-llamacpp: $(STAMP)
+	$(BIN)/python tests/live/record_fixtures.py
+
 # pytest exits 5 when no test ran; make treats that as a failure, as it should.
-pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP)
+pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP) $(LIVE_BED)
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
 # Benchmarks outside run_all.py: hostile input (issue 22), observability's cost (issue 24),
