@@ -33,12 +33,17 @@ def llama(
     *,
     template: str | None = llama_server.THINKING_TEMPLATE,
     reasoning_format: str = "deepseek",
+    extra: Sequence[str] = (),
 ) -> Iterator[llama_server.Running]:
     """A llama-server with ``template`` (``None``: the model's own) and ``reasoning_format``."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
         with llama_server.running(
-            bed, template=template, reasoning_format=reasoning_format, log_folder=ARTIFACTS
+            bed,
+            template=template,
+            reasoning_format=reasoning_format,
+            extra=extra,
+            log_folder=ARTIFACTS,
         ) as server:
             yield server
     except llama_server.BedError as exc:
