@@ -11,14 +11,23 @@ What this module adds to ``httpx-aiohttp``: aiohttp's connection cap lifted as h
 101st stream), the same transport for proxies from the environment, and ``failure_kind``, which
 reads what failed from the transport's own exception (httpx-aiohttp maps some aiohttp errors to
 httpx's coarsely: a refused connection becomes ``ConnectTimeout``).
+
+Both transports, aiohttp's and httpx's own, send a request again at once on a new connection when
+a pooled one fails it before any answer: llama.cpp's ``llama-server`` closes its connection after
+each streamed answer though it answered ``Keep-Alive: timeout=5, max=100``, so a request sent
+right after one goes out on a connection whose close is on its way. That is no failing server:
+no backoff, no retry counted, and the recording above the transport sees one exchange.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, ClassVar, Literal
 
 import aiohttp
 import httpx
@@ -36,6 +45,83 @@ TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, asyncio.TimeoutError)
 
 _LIMITS = httpx.Limits()
 
+#: A bound on the resends at once of one request: each connection that failed it leaves the pool,
+#: so they end anyway when the pool is empty.
+_MAX_RESENDS = 8
+
+
+@dataclass
+class _ConnectionUse:
+    """Which connection one attempt at a request went out on, as the transport's trace hooks
+    tell: they run in the request's task, and find it in ``_CONNECTION_USE``."""
+
+    dialled: bool = False  # a new connection was made for it
+    reused: bool = False  # it went out on a connection from the pool
+
+
+_CONNECTION_USE: ContextVar[_ConnectionUse | None] = ContextVar(
+    "agui_bridge_connection_use", default=None
+)
+
+
+async def _resent_if_stale(
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]], request: httpx.Request
+) -> httpx.Response:
+    """``send(request)``, again at once while a pooled connection closes under it before any
+    answer (see the module docstring). A connection made for it that fails is the caller's to
+    retry or report, as is a body that cannot be sent twice (a stream)."""
+    resends = 0
+    while True:
+        use = _ConnectionUse()
+        token = _CONNECTION_USE.set(use)
+        try:
+            return await send(request)
+        except TRANSPORT_ERRORS as exc:
+            stale = use.reused and failure_kind(exc) == "closed"
+            if not stale or resends >= _MAX_RESENDS or not _in_memory(request):
+                raise
+            resends += 1
+        finally:
+            _CONNECTION_USE.reset(token)
+
+
+def _in_memory(request: httpx.Request) -> bool:
+    try:
+        request.content  # noqa: B018  # raises for a streamed body, which was consumed
+    except httpx.RequestNotRead:
+        return False
+    return True
+
+
+def _connection_trace() -> aiohttp.TraceConfig:
+    """aiohttp's hooks: a connection taken from the pool, or one being made."""
+
+    async def reused(_: aiohttp.ClientSession, __: SimpleNamespace, ___: object) -> None:
+        if (use := _CONNECTION_USE.get()) is not None:
+            use.reused = True
+
+    async def dialled(_: aiohttp.ClientSession, __: SimpleNamespace, ___: object) -> None:
+        if (use := _CONNECTION_USE.get()) is not None:
+            use.dialled, use.reused = True, False
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(reused)
+    trace.on_connection_create_start.append(dialled)
+    return trace
+
+
+async def _httpcore_trace(event: str, info: dict[str, Any]) -> None:
+    """httpcore's ``trace`` extension: the request's head goes out on a pooled connection unless
+    a connection was made for it first (``connection.connect_tcp``; ``socks.…`` through a SOCKS
+    proxy; a tunnel's CONNECT is sent on the connection just made)."""
+    use = _CONNECTION_USE.get()
+    if use is None:
+        return
+    if event.endswith((".connect_tcp.started", ".connect_unix_socket.started")):
+        use.dialled = True
+    elif event.endswith(".send_request_headers.started"):
+        use.reused = not use.dialled
+
 
 class _AiohttpTransport(AiohttpTransport):
     def get_client(self) -> aiohttp.ClientSession:
@@ -46,11 +132,24 @@ class _AiohttpTransport(AiohttpTransport):
         )
         # aiohttp stops reading a response when its buffer passes twice this: 64 KiB held per
         # stream at most, as httpx's transport holds (a slow client slows the upstream).
-        return aiohttp.ClientSession(connector=connector, read_bufsize=32 * 1024)
+        return aiohttp.ClientSession(
+            connector=connector, read_bufsize=32 * 1024, trace_configs=[_connection_trace()]
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await _resent_if_stale(super().handle_async_request, request)
 
 
-class AiohttpClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` whose transports (direct and for proxies) are aiohttp's."""
+class _HttpcoreTransport(httpx.AsyncHTTPTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.extensions = {"trace": _httpcore_trace, **request.extensions}  # a caller's wins
+        return await _resent_if_stale(super().handle_async_request, request)
+
+
+class _PooledClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` whose transports, direct and for proxies, are ``transport_class``."""
+
+    transport_class: ClassVar[Callable[..., httpx.AsyncBaseTransport]]
 
     def _init_transport(
         self,
@@ -65,7 +164,9 @@ class AiohttpClient(httpx.AsyncClient):
     ) -> httpx.AsyncBaseTransport:
         if transport is not None:
             return transport
-        return _AiohttpTransport(verify=verify, cert=cert, trust_env=trust_env, limits=limits)
+        return self.transport_class(
+            verify=verify, cert=cert, trust_env=trust_env, http1=http1, http2=http2, limits=limits
+        )
 
     def _init_proxy_transport(
         self,
@@ -78,9 +179,27 @@ class AiohttpClient(httpx.AsyncClient):
         limits: httpx.Limits = _LIMITS,
         **kwargs: Any,
     ) -> httpx.AsyncBaseTransport:
-        return _AiohttpTransport(
-            verify=verify, cert=cert, trust_env=trust_env, limits=limits, proxy=proxy
+        return self.transport_class(
+            verify=verify,
+            cert=cert,
+            trust_env=trust_env,
+            http1=http1,
+            http2=http2,
+            limits=limits,
+            proxy=proxy,
         )
+
+
+class AiohttpClient(_PooledClient):
+    """``httpx.AsyncClient`` whose transports (direct and for proxies) are aiohttp's."""
+
+    transport_class = _AiohttpTransport
+
+
+class HttpxClient(_PooledClient):
+    """``httpx.AsyncClient`` on httpx's own transport (httpcore), resending as aiohttp's does."""
+
+    transport_class = _HttpcoreTransport
 
 
 TransportWrapper = Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport]
@@ -138,7 +257,7 @@ def client_class(
     proxy from the environment, yields to the event loop as it reads (``_Yielding``) and, with
     ``wrap``, goes through ``wrap`` (passing a transport in instead would make httpx drop the
     environment's proxies)."""
-    base: type[httpx.AsyncClient] = AiohttpClient if transport == "aiohttp" else httpx.AsyncClient
+    base: type[httpx.AsyncClient] = AiohttpClient if transport == "aiohttp" else HttpxClient
 
     def wrapper(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
         return _Yielding(wrap(inner) if wrap is not None else inner)
