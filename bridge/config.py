@@ -21,7 +21,7 @@ _MCP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
 ANY_UPSTREAM_MODEL = "*"
 
 ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
-ReasoningScopePolicy = Literal["current-turn", "all", "last"]
+ReasoningScopePolicy = Literal["auto", "current-turn", "all", "last"]
 UpstreamApi = Literal["chat", "responses"]
 AguiProtocolSetting = Literal["auto", "1.0", "0.0"]
 UpstreamTransport = Literal["aiohttp", "httpx"]
@@ -86,9 +86,15 @@ class BridgeConfig:
     (``<think>…</think>`` in content), ``drop``; ``auto`` is ``field``, which DeepSeek, Kimi and
     llama.cpp accept (llama.cpp's ``/props`` says whether its template uses it)."""
 
-    reasoning_scope: ReasoningScopePolicy = "current-turn"
-    """Which assistant messages get their reasoning back: those after the last user message
-    (the tool loop in progress), ``all``, or only the ``last``."""
+    reasoning_scope: ReasoningScopePolicy = "auto"
+    """Which assistant messages get their reasoning back: ``current-turn``, those after the
+    last user message (the tool loop in progress); ``all``; only the ``last``; or ``auto``,
+    which asks the server: llama.cpp's ``/props`` tells whether its chat template renders
+    earlier turns' reasoning (``chat_template_caps.supports_preserve_reasoning``). A template
+    that keeps it (GLM-4.7's preserved thinking) expects it back, so ``true`` is ``all``; one
+    that drops it would throw it away anyway, so ``false`` is ``current-turn``, as is any
+    server without ``/props``: there ``auto`` is exactly ``current-turn``. Read per model,
+    cached for half a minute (``bridge.serve.props``)."""
 
     include_state: bool = False
     """Send the run's ``state`` to the model as a system message."""
@@ -278,9 +284,10 @@ class BridgeConfig:
                 )
             if not target.strip():
                 raise ValueError(f"MCP server {name!r}: give a URL or a command")
-        if self.reasoning_scope not in ("current-turn", "all", "last"):
+        if self.reasoning_scope not in ("auto", "current-turn", "all", "last"):
             raise ValueError(
-                f"reasoning_scope must be current-turn, all or last, not {self.reasoning_scope!r}"
+                "reasoning_scope must be auto, current-turn, all or last, "
+                f"not {self.reasoning_scope!r}"
             )
         object.__setattr__(self, "models", tuple(dict.fromkeys((self.model, *self.models))))
         unknown = set(self.translate_overrides) - set(self.models)

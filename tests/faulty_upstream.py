@@ -25,6 +25,8 @@ Before streaming:
 Any mode takes ``n`` (text chunks in the stream), ``delay`` (seconds between chunks), ``wait``
 (silence before the first chunk), ``joined=1`` (the frames before the fault and the fault in one
 write, so the bridge reads them in one piece) and ``sndbuf`` (the socket's send buffer).
+Anything but a POST (the bridge's ``GET /props``, say) gets HTTP 404 on a connection then
+closed, and is not noted.
 """
 
 from __future__ import annotations
@@ -259,6 +261,12 @@ class FaultyUpstream:
             if name.strip().lower() == "content-length":
                 length = int(value)
         body = json.loads(await reader.readexactly(length)) if length else {}
+        if not head.startswith(b"POST "):  # the bridge's GET /props, say: none here
+            missing = b'{"error": {"message": "Not Found", "code": 404}}'
+            closing = {"Connection": "close"}  # the runs' requests count their own connections
+            writer.write(_head(404, "application/json", len(missing), closing) + missing)
+            await writer.drain()
+            return False
         model = str(body.get("model", ""))
         record = UpstreamRequest(
             model=model,

@@ -169,7 +169,9 @@ def _llama_cpp(folder: Path, flavour: str, chats: list[str]) -> dict[str, Any]:
     assert report["models"] == []  # not recorded: the replay answers 404
     assert report["responses_api"] is False
     assert report["tool_calls"] == "structured"
-    assert any("supports_preserve_reasoning: false" in w for w in report["warnings"])
+    # Its /props says supports_preserve_reasoning: false: auto sends the turn in progress.
+    assert report["reasoning_scope"] == "current-turn"
+    assert report["reasoning_scope_reason"].endswith("the template drops earlier reasoning")
     assert report["bridge_view"]["tools"]["tool_calls"] == ["get_time", "get_weather"]
     return report
 

@@ -289,6 +289,8 @@ def test_recording_keeps_the_proxy_environment(
             upstream_url,
             record_dir=str(tmp_path),
             upstream_transport=transport,
+            # The proxy notes the first request of a connection only: no GET /props before.
+            reasoning_scope="current-turn",
         )
         with serve(create_app(config)) as bridge_url:
             frames = post(f"{bridge_url}/", run_input())

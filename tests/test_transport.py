@@ -84,7 +84,12 @@ def test_the_proxy_environment_is_honoured(transport: str, monkeypatch: pytest.M
         for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("HTTP_PROXY", proxy_url)
-        config = replace(stack.config, upstream_transport=transport)  # type: ignore[arg-type]
+        # The proxy notes the first request of a connection only: no GET /props before.
+        config = replace(
+            stack.config,
+            upstream_transport=transport,  # type: ignore[arg-type]
+            reasoning_scope="current-turn",
+        )
         with serve(create_app(config)) as bridge:
             frames = post(f"{bridge}/", run_input())
     assert frames[-1]["type"] == "RUN_FINISHED"

@@ -53,10 +53,11 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--reasoning-scope",
-        choices=["current-turn", "all", "last"],
-        default="current-turn",
+        choices=["auto", "current-turn", "all", "last"],
+        default="auto",
         help="which assistant messages carry their reasoning back: those since the last user "
-        "message (default), all, or the last one",
+        "message (current-turn), all, or the last one; auto (default): all when llama.cpp's "
+        "/props says its chat template preserves reasoning, else current-turn",
     )
     group.add_argument(
         "--include-state", action="store_true", help="send the run's state to the model as context"

@@ -332,7 +332,7 @@ def serve_command(recording: Recording, upstream_url: str) -> list[str]:
 _VALUED = {
     "upstream_api": ("--upstream-api", "chat"),
     "reasoning_history": ("--reasoning-history", "auto"),
-    "reasoning_scope": ("--reasoning-scope", "current-turn"),
+    "reasoning_scope": ("--reasoning-scope", "auto"),
     "agui_protocol": ("--agui-protocol", "auto"),
 }
 #: Recorded settings that are a switch, and the value that turns it on.

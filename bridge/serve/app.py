@@ -43,6 +43,7 @@ from bridge.serve.frames import ClientProtocol, FrameWriter, client_protocol
 from bridge.serve.mcp_apps import answer_widget
 from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.observe import RunObservation, Telemetry
+from bridge.serve.props import UpstreamProps
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
@@ -103,6 +104,9 @@ class Bridge:
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
         self.telemetry = Telemetry.from_config(config, self.redactor.redact)
+        self.upstream_props = UpstreamProps(
+            config, lambda name: self.upstream.llama_cpp_props(name)
+        )
 
     async def start(self) -> None:
         """Connect to the MCP servers and add their tools (once; the lifespan calls it, and the
@@ -170,7 +174,7 @@ class Bridge:
             proxied = _proxied_request(run_input)
             if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
                 return self._proxied(run_input, proxied, received)
-            loop = self._tool_loop(run_input, await self._upstream_models())
+            loop = await self._tool_loop(run_input, await self._upstream_models())
             body = loop.build(run_input.messages)
         except ClientDisconnect:
             self.telemetry.refused(400, "client_disconnected")
@@ -202,6 +206,7 @@ class Bridge:
                 disconnected=response.client_gone,
                 stopped=response.stopped,
             )
+            self.upstream_props.run_ended(observe.code, observe.upstream_retries)
 
         return EventStreamResponse(
             frames,
@@ -264,7 +269,7 @@ class Bridge:
             # call_soon_threadsafe: safe to schedule from inside a signal handler.
             loop.call_soon_threadsafe(loop.call_later, grace, self._stop_runs.set)
 
-    def _tool_loop(self, run_input: RunAgentInput, upstream_models: list[str]) -> ToolLoop:
+    async def _tool_loop(self, run_input: RunAgentInput, upstream_models: list[str]) -> ToolLoop:
         """The run's server tools, offered beside the frontend's, and how to build each of its
         requests (the first from the client's messages, the next with the turns since)."""
         frontend = run_input.tools or []
@@ -283,13 +288,14 @@ class Bridge:
         )
 
         waits = self.tools.waits
+        scope = await self.upstream_props.run_scope(run_input, upstream_models)
 
         def build(messages: Sequence[Message]) -> dict[str, Any]:
             conversation = offered
             settled = settle_approvals(messages, waits)
             if settled is not run_input.messages:
                 conversation = offered.model_copy(update={"messages": list(settled)})
-            return build_request(conversation, self.config, upstream_models)
+            return build_request(conversation, self.config, upstream_models, scope=scope)
 
         return ToolLoop(self.tools, build, self.config.max_tool_rounds, self.approvals)
 
@@ -370,7 +376,8 @@ class Bridge:
             self.config,
             self.tools,
             served_models(self.config, await self._upstream_models()),
-            await self.upstream.llama_cpp_props(),
+            await self.upstream_props.props(self.config.model),
+            await self.upstream_props.reasoning_scope(self.config.model),
         )
         return self.json_response(described)
 

@@ -27,9 +27,11 @@ def capabilities(
     tools: ServerTools,
     models: Sequence[str],
     llama_cpp_props: dict[str, Any] | None,
+    reasoning_scope: str,
 ) -> dict[str, Any]:
     """The capabilities as JSON: ``models`` are the ones served; ``llama_cpp_props`` is
-    llama.cpp's ``/props``, or ``None`` for another server."""
+    llama.cpp's ``/props`` for the default model, or ``None`` for another server;
+    ``reasoning_scope`` is the scope the default model's runs get (``auto`` resolved)."""
     custom: dict[str, Any] = {
         "models": list(models),
         "reasoningHistory": config.reasoning_history,
@@ -41,6 +43,8 @@ def capabilities(
         # Tools the bridge runs itself (Python functions, MCP servers' NAME__tool).
         "serverTools": [tool.name for tool in tools.definitions()],
     }
+    if config.reasoning_scope == "auto":
+        custom["reasoningScopeResolved"] = reasoning_scope
     if llama_cpp_props is not None:
         caps = llama_cpp_props.get("chat_template_caps")
         preserve = caps.get("supports_preserve_reasoning") if isinstance(caps, dict) else None

@@ -155,6 +155,7 @@ class RunObservation:
         self.tokens = {"input": 0, "output": 0, "reasoning": 0, "cached_input": 0}
         self.tool_calls = 0
         self.upstream_requests = 0
+        self.upstream_retries = 0
         self.span: RunSpan | None = None
         if telemetry.tracing is not None:
             self.span = telemetry.tracing.run(
@@ -275,6 +276,7 @@ class TurnObservation:
             self._run.metrics.upstream_answered(self._run.model, str(status))
 
     def retry(self) -> None:
+        self._run.upstream_retries += 1
         if self._run.metrics is not None:
             self._run.metrics.upstream_retry(self._run.model)
 

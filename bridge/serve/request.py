@@ -11,18 +11,24 @@ from ag_ui.core import RunAgentInput
 
 from bridge.config import ANY_UPSTREAM_MODEL, FORWARDED_PARAMS, BridgeConfig
 from bridge.core.errors import InvalidRunInputError
-from bridge.serve.history import to_openai_messages, to_openai_tools
+from bridge.serve.history import ReasoningScope, to_openai_messages, to_openai_tools
 
 
 def build_chat_request(
-    run_input: RunAgentInput, config: BridgeConfig, upstream_models: Sequence[str] = ()
+    run_input: RunAgentInput,
+    config: BridgeConfig,
+    upstream_models: Sequence[str] = (),
+    *,
+    scope: ReasoningScope | None = None,
 ) -> dict[str, Any]:
     """The streaming request for this run. ``forwardedProps`` may set only the allow-listed
     parameters (``FORWARDED_PARAMS``) and ``model`` among the configured models; anything else
-    there is ignored, and nothing a client sends reaches the URL or the headers."""
+    there is ignored, and nothing a client sends reaches the URL or the headers. ``scope``:
+    the reasoning scope ``auto`` resolved to (``bridge.serve.props``); without it, the
+    configured one, ``auto`` read as ``current-turn``."""
     forwarded = _forwarded(run_input)
     model = _model(forwarded, config, upstream_models)
-    messages = _messages(run_input, config)
+    messages = _messages(run_input, config, scope)
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": config.upstream_stream}
     if config.include_usage and config.upstream_stream:
         body["stream_options"] = {"include_usage": True}
@@ -34,14 +40,19 @@ def build_chat_request(
 
 
 def build_responses_request(
-    run_input: RunAgentInput, config: BridgeConfig, upstream_models: Sequence[str] = ()
+    run_input: RunAgentInput,
+    config: BridgeConfig,
+    upstream_models: Sequence[str] = (),
+    *,
+    scope: ReasoningScope | None = None,
 ) -> dict[str, Any]:
     """The Responses API request for this run: the history as input items (reasoning items
-    carry back the ``encrypted_content`` the client kept), tools as function tools, reasoning
-    summaries and encrypted reasoning asked for, ``store`` off unless configured."""
+    carry back the ``encrypted_content`` the client kept, whatever the ``scope``), tools as
+    function tools, reasoning summaries and encrypted reasoning asked for, ``store`` off unless
+    configured."""
     forwarded = _forwarded(run_input)
     model = _model(forwarded, config, upstream_models)
-    items = to_responses_input(_messages(run_input, config, encrypted_reasoning=True))
+    items = to_responses_input(_messages(run_input, config, scope, encrypted_reasoning=True))
     reasoning: dict[str, Any] = {"summary": "auto"}
     if "reasoning_effort" in forwarded:
         reasoning["effort"] = forwarded["reasoning_effort"]
@@ -112,6 +123,14 @@ def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
     return items
 
 
+def requested_model(
+    run_input: RunAgentInput, config: BridgeConfig, upstream_models: Sequence[str] = ()
+) -> str:
+    """The model this run asks for (``forwardedProps.model``, else the configured one);
+    ``InvalidRunInputError`` when it is not served here."""
+    return str(_model(_forwarded(run_input), config, upstream_models))
+
+
 def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> list[str]:
     """The models a client may pick: the configured ones, and the upstream's list for ``*``."""
     named = [model for model in config.models if model != ANY_UPSTREAM_MODEL]
@@ -160,8 +179,14 @@ def _model(forwarded: dict[str, Any], config: BridgeConfig, upstream_models: Seq
 
 
 def _messages(
-    run_input: RunAgentInput, config: BridgeConfig, *, encrypted_reasoning: bool = False
+    run_input: RunAgentInput,
+    config: BridgeConfig,
+    scope: ReasoningScope | None,
+    *,
+    encrypted_reasoning: bool = False,
 ) -> list[dict[str, Any]]:
+    if scope is None:
+        scope = "current-turn" if config.reasoning_scope == "auto" else config.reasoning_scope
     try:
         return to_openai_messages(
             run_input.messages,
@@ -171,7 +196,7 @@ def _messages(
             else "field"
             if config.reasoning_history == "auto"
             else config.reasoning_history,
-            scope=config.reasoning_scope,
+            scope=scope,
             context=run_input.context or (),
             state=run_input.state if config.include_state and run_input.state else None,
             encrypted_reasoning=encrypted_reasoning,

@@ -86,9 +86,7 @@ class UpstreamClient:
             transport=transport,
             trust_env=True,  # HTTP(S)_PROXY etc., as the openai SDK honours them
         )
-        self._props: dict[str, Any] | None = None
         self._models: tuple[float, list[str]] | None = None
-        self._props_read = False
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -217,18 +215,29 @@ class UpstreamClient:
             self._models = (now, ids)
         return self._models[1]
 
-    async def llama_cpp_props(self) -> dict[str, Any] | None:
-        """llama.cpp's ``GET /props`` (read once and cached), or ``None`` for other servers."""
-        if not self._props_read:
-            self._props_read = True
-            origin = self._base.removesuffix("/v1")
-            try:
-                response = await self._client.get(f"{origin}/props", timeout=5.0)
-                data = response.json() if response.status_code == 200 else None
-            except (*TRANSPORT_ERRORS, ValueError):
-                data = None
-            self._props = data if isinstance(data, dict) else None
-        return self._props
+    async def llama_cpp_props(self, model: str | None = None) -> dict[str, Any] | None:
+        """llama.cpp's ``GET /props``, read now (``bridge.serve.props`` caches it), for
+        ``model``: llama.cpp's router answers for that model, a single-model server ignores the
+        query. ``None`` for a server without it (HTTP 404 or 405, not a JSON object). Raises
+        ``BridgeError`` when it could not be read: no connection, a timeout, another HTTP error
+        (llama.cpp's 503 while it loads; the router's 400 for a model not loaded)."""
+        # autoload=false: reading /props must not make the router load a model (and wait).
+        query = {"model": model, "autoload": "false"} if model else None
+        try:
+            response = await self._client.get(
+                f"{self._base.removesuffix('/v1')}/props", params=query, timeout=5.0
+            )
+            if response.status_code in (404, 405):
+                return None
+            if response.status_code >= 400:
+                raise await self._http_error(response)
+        except TRANSPORT_ERRORS as exc:
+            raise self._translate(exc, answering=False) from exc
+        try:
+            data = response.json()
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
 
     async def _http_error(self, response: httpx.Response) -> UpstreamHTTPError:
         raw = b""

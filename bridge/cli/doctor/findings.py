@@ -25,6 +25,7 @@ from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter,
 from bridge.core.text_tools.filter import TEXT_TOOL_FORMATS, TextToolCalls
 from bridge.core.translate import ChatStreamTranslator, TranslateOptions
 from bridge.core.upstream_url import suggested_upstream_url
+from bridge.serve.props import auto_reasoning_scope
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Harmony (gpt-oss) has no tags: its ``analysis`` channel is the reasoning.
@@ -218,14 +219,8 @@ def finish(
         warnings.insert(0, _failure(failed, key_env))
     flags = _flags(found)
     warnings += _advice(found, answers)
-    if props is not None:
-        caps = props.get("chat_template_caps")
-        if isinstance(caps, dict) and caps.get("supports_preserve_reasoning") is False:
-            warnings.append(
-                "llama.cpp's /props says supports_preserve_reasoning: false: its template "
-                "renders reasoning sent back only for the turn in progress (the tool loop), "
-                "which is all the default --reasoning-scope current-turn sends"
-            )
+    # What the default --reasoning-scope auto sends back to this server (bridge.serve.props).
+    scope, scope_reason = auto_reasoning_scope(props)
     command = ["agui-bridge", "serve", "--upstream-url", report["upstream"]]
     command += ["--model", report["model"] or "MODEL"]
     if key_env != DEFAULT_KEY_ENV:
@@ -243,6 +238,8 @@ def finish(
         usage=found.usage,
         responses_api=found.responses_api,
         reasoning_round_trip=found.round_trip,
+        reasoning_scope=scope,
+        reasoning_scope_reason=scope_reason,
         serve_command=shlex.join(command + flags) if usable else None,
         warnings=warnings,
         bridge_view=_bridge_view(answers, flags),

@@ -88,7 +88,7 @@ async def diagnose(
         if chosen is None:
             return finish(report, models, None, warnings, [listing], key_env=api_key_env)
         config = _config(upstream_url, chosen, api_key)
-        props = await client.llama_cpp_props()
+        props = await _props(client, chosen)
         async with httpx.AsyncClient(headers=headers, timeout=10.0, transport=transport) as http:
             server = await _server(http, config.upstream_url, listed, props)
         answers = await _probe(client, config)
@@ -119,6 +119,15 @@ async def _list_models(client: UpstreamClient) -> tuple[Answer, _Get]:
         listed = _Get(response.status_code, response.headers, data)
     answer.seconds = time.monotonic() - began
     return answer, listed
+
+
+async def _props(client: UpstreamClient, model: str) -> dict[str, Any] | None:
+    """llama.cpp's ``/props`` for the model probed; ``None`` when the server has none, or it
+    could not be read (the probes that follow tell why)."""
+    try:
+        return await client.llama_cpp_props(model)
+    except BridgeError:
+        return None
 
 
 def _unreachable(error: BridgeError | None) -> bool:

@@ -37,6 +37,7 @@ def render_table(report: Mapping[str, Any]) -> str:
             ("usage", _yes(report.get("usage"))),
             ("responses_api", _yes(report.get("responses_api"))),
             ("reasoning_round_trip", report.get("reasoning_round_trip")),
+            ("reasoning_scope", report.get("reasoning_scope_reason")),
         ]
     width = max(len(name) for name, _ in rows)
     lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
