@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from bridge.cli.command import main
@@ -185,6 +185,7 @@ def test_llama_cpp_reasoning_format_none(tmp_path: Path) -> None:
     report = _llama_cpp(tmp_path, "none", chats)
     assert report["usable"] is True
     assert (report["reasoning"], report["reasoning_tags"]) == ("tags", THINK)
+    assert report["reasoning_format"] == "none"
     assert report["starts_in_reasoning"] is False
     assert report["usage"] is False
     assert report["reasoning_round_trip"] == "accepted"
@@ -205,6 +206,7 @@ def test_llama_cpp_reasoning_format_deepseek(tmp_path: Path) -> None:
     ]
     report = _llama_cpp(tmp_path, "deepseek", chats)
     assert (report["reasoning"], report["reasoning_tags"]) == ("reasoning_content", None)
+    assert report["reasoning_format"] == "deepseek"
     assert report["usage"] is True
     assert report["reasoning_round_trip"] == "accepted"
 
@@ -222,6 +224,78 @@ def test_reasoning_sent_back_and_refused(tmp_path: Path) -> None:
     assert report["serve_command"].endswith("--reasoning-history drop")
     refused = [w for w in report["warnings"] if "refuses reasoning sent back" in w]
     assert refused and "upstream_http_400" in refused[0]
+
+
+def _llama_like(chat: Any, caps: dict[str, Any]) -> Starlette:
+    """A llama.cpp-like server: ``/props`` with ``caps``, one model, ``chat`` answering."""
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "tiny", "owned_by": "llamacpp"}]})
+
+    async def props(request: Request) -> JSONResponse:
+        return JSONResponse({"build_info": "b1-test", "chat_template_caps": caps})
+
+    routes = [
+        Route("/v1/models", models),
+        Route("/props", props),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _sse(*chunks: dict[str, Any]) -> Response:
+    body = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    return Response(body, media_type="text/event-stream")
+
+
+def _delta(**delta: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+def test_an_error_mid_answer_fails_the_probe_as_it_fails_a_run() -> None:
+    """llama.cpp's parser refusing what the model wrote comes as an error chunk after a 200."""
+    message = "The model produced output that does not match the expected peg-native format"
+
+    async def chat(request: Request) -> Any:
+        error = {"code": 500, "message": message, "type": "server_error"}
+        return _sse(_delta(role="assistant", content=None), {"error": error})
+
+    with serve(_llama_like(chat, {"supports_tool_calls": True})) as url:
+        report = asyncio.run(diagnose(f"{url}/v1"))
+    assert report["usable"] is False and report["serve_command"] is None
+    assert report["failed_probe"]["probe"] == "plain"
+    assert report["failed_probe"]["code"] == "upstream_error"
+    assert report["failed_probe"]["message"] == message
+
+
+def test_a_model_that_calls_only_when_forced_has_structured_tool_calls() -> None:
+    async def chat(request: Request) -> Any:
+        body = await request.json()
+        if body.get("tool_choice") == "required":
+            call = {"index": 0, "id": "c1", "type": "function"}
+            call["function"] = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+            return _sse(_delta(tool_calls=[call]))
+        return _sse(_delta(content="It is sunny."))
+
+    with serve(_llama_like(chat, {"supports_tool_calls": True})) as url:
+        report = asyncio.run(diagnose(f"{url}/v1"))
+    assert report["tool_calls"] == "structured"
+    assert "tools_forced" in [probe["probe"] for probe in report["probes"]]
+    assert not [warning for warning in report["warnings"] if "tool" in warning]
+
+
+@pytest.mark.parametrize("takes_tools", [True, False])
+def test_a_model_that_never_calls_is_told_apart_from_a_template_without_tools(
+    takes_tools: bool,
+) -> None:
+    async def chat(request: Request) -> Any:
+        return _sse(_delta(content="It is sunny."))
+
+    with serve(_llama_like(chat, {"supports_tool_calls": takes_tools})) as url:
+        report = asyncio.run(diagnose(f"{url}/v1"))
+    (warning,) = [warning for warning in report["warnings"] if "tool" in warning]
+    assert ("the model's choice" in warning) is takes_tools
+    assert report["reasoning_format"] is None  # no reasoning came: nothing to tell
 
 
 # --- faults -------------------------------------------------------------------------------------

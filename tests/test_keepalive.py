@@ -320,9 +320,10 @@ def test_the_doctor_probes_after_streamed_answers(
     assert report["usable"] is True and report["model"] == "liar"
     assert report["server"] == "llama.cpp (build b1-liar)"  # GET /props, after GET /models
     assert report["responses_api"] is False  # POST /responses: 404
-    assert [probe["probe"] for probe in report["probes"]][:4] == [
+    assert [probe["probe"] for probe in report["probes"]][:5] == [
         "models",
         "plain",
         "tools",
+        "tools_forced",  # the answer had no call: asked again with tool_choice required
         "responses",
     ]

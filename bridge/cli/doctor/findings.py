@@ -12,6 +12,7 @@ from typing import Any
 
 from ag_ui.core import BaseEvent, EventType
 
+from bridge.cli.doctor.llamacpp import reasoning_format, template_takes_tools
 from bridge.core.decode import decode_chat_chunk
 from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import (
@@ -94,7 +95,7 @@ def _analyse(answers: Sequence[Answer]) -> _Findings:
     fields: set[str] = set()
     content = ""
     for answer in chat:
-        fields |= _delta_fields(answer.chunks)
+        fields |= delta_fields(answer.chunks)
         content += _joined(_parts(answer.chunks), Text)
         found.usage = found.usage or any(isinstance(p, Usage) for p in _parts(answer.chunks))
     for key in ("reasoning_details", "reasoning_content", "reasoning"):
@@ -105,9 +106,12 @@ def _analyse(answers: Sequence[Answer]) -> _Findings:
     if found.reasoning == "none" and found.tags is not None:
         found.reasoning = "tags"
     tools = by_name.get("tools")
+    forced = by_name.get("tools_forced")
     if tools is not None and tools.chunks:
-        if "tool_calls" in _delta_fields(tools.chunks):
+        if "tool_calls" in delta_fields(tools.chunks):
             found.tool_calls = "structured"
+        elif forced is not None and "tool_calls" in delta_fields(forced.chunks):
+            found.tool_calls = "structured"  # the model calls when it must
         else:
             found.tool_text = _answer_text(_joined(_parts(tools.chunks), Text), found)
             found.tool_calls = _text_format(found.tool_text) or "none"
@@ -147,7 +151,7 @@ def _joined(parts: Sequence[Part], kind: type[Text] | type[Reasoning]) -> str:
     return "".join(p.text for p in parts if isinstance(p, kind))
 
 
-def _delta_fields(chunks: Sequence[dict[str, Any] | str]) -> set[str]:
+def delta_fields(chunks: Sequence[dict[str, Any] | str]) -> set[str]:
     """The fields that carried something, in the deltas (or a whole answer's message)."""
     fields: set[str] = set()
     for chunk in chunks:
@@ -218,7 +222,7 @@ def finish(
     if failed is not None and failed.error is not None:
         warnings.insert(0, _failure(failed, key_env))
     flags = _flags(found)
-    warnings += _advice(found, answers)
+    warnings += _advice(found, answers, template_takes_tools(props))
     # What the default --reasoning-scope auto sends back to this server (bridge.serve.props).
     scope, scope_reason = auto_reasoning_scope(props)
     command = ["agui-bridge", "serve", "--upstream-url", report["upstream"]]
@@ -238,6 +242,9 @@ def finish(
         usage=found.usage,
         responses_api=found.responses_api,
         reasoning_round_trip=found.round_trip,
+        reasoning_format=reasoning_format(found.reasoning, found.tags is not None)
+        if props is not None
+        else None,
         reasoning_scope=scope,
         reasoning_scope_reason=scope_reason,
         serve_command=shlex.join(command + flags) if usable else None,
@@ -270,7 +277,7 @@ def _flags(found: _Findings) -> list[str]:
     return flags
 
 
-def _advice(found: _Findings, answers: Sequence[Answer]) -> list[str]:
+def _advice(found: _Findings, answers: Sequence[Answer], takes_tools: bool) -> list[str]:
     out: list[str] = []
     if found.reasoning == "tags" and found.tag_name not in (None, "think"):
         open_tag, close_tag = found.tags or ("", "")
@@ -297,6 +304,12 @@ def _advice(found: _Findings, answers: Sequence[Answer]) -> list[str]:
             out.append(
                 "the model seems to write its tool calls as text in a format the bridge does "
                 f"not know; they will show as text: {excerpt!r}"
+            )
+        elif takes_tools:
+            out.append(
+                "asked to use a tool, even with tool_choice required, the model called none; "
+                "the server's chat template takes tools (llama.cpp's /props), so it is the "
+                "model's choice: tool calls may need a larger model"
             )
         else:
             out.append("asked to use a tool, the model called none")

@@ -3,9 +3,10 @@ builder, so the server sees what ``serve`` would send it.
 
 In order: ``GET /models``; llama.cpp's ``GET /props`` (and a version endpoint for vLLM or Ollama
 when the models list hints at one); a streamed answer without tools; one with a tool offered and
-asked for; ``POST /responses``; and the tool loop sent back with its reasoning on the assistant
-message (as ``serve`` sends it), to see whether the server accepts it, and, if it does not, the
-same loop without the reasoning, to see whether the reasoning was why.
+asked for (and, when no call came, the same with ``tool_choice: "required"``); ``POST
+/responses``; and the tool loop sent back with its reasoning on the assistant message (as
+``serve`` sends it), to see whether the server accepts it, and, if it does not, the same loop
+without the reasoning, to see whether the reasoning was why.
 """
 
 from __future__ import annotations
@@ -19,12 +20,20 @@ from urllib.parse import urlsplit
 import httpx
 from ag_ui.core import RunAgentInput
 
-from bridge.cli.doctor.findings import DEFAULT_KEY_ENV, PROBE_TOOL, Answer, finish, key_refused
+from bridge.cli.doctor.findings import (
+    DEFAULT_KEY_ENV,
+    PROBE_TOOL,
+    Answer,
+    delta_fields,
+    finish,
+    key_refused,
+)
 from bridge.config import BridgeConfig
 from bridge.core.errors import (
     BridgeError,
     UpstreamConnectionError,
     UpstreamHTTPError,
+    UpstreamStreamError,
     UpstreamTimeoutError,
 )
 from bridge.core.translate import DONE
@@ -159,6 +168,11 @@ async def _probe(client: UpstreamClient, config: BridgeConfig) -> list[Answer]:
         return answers
     asked = _run_input([_user(_TOOL_PROMPT)], limit, tools=True)
     answers.append(await _read(client, "tools", build_chat_request(asked, config)))
+    if answers[1].ok and "tool_calls" not in delta_fields(answers[1].chunks):
+        # Asked, a small model may answer in words: forced, it shows whether the server can
+        # return calls at all (llama.cpp constrains the answer to a call).
+        forced = _run_input([_user(_TOOL_PROMPT)], {**limit, "tool_choice": "required"}, True)
+        answers.append(await _read(client, "tools_forced", build_chat_request(forced, config)))
     responses = build_responses_request(plain, config)
     answers.append(await _read(client, "responses", responses, "/responses"))
     if answers[1].ok:
@@ -183,6 +197,10 @@ async def _read(
                 answer.chunks.append(chunk)
                 if chunk == DONE:
                     break
+                if path == "/chat/completions" and isinstance(chunk, dict) and "error" in chunk:
+                    # An error mid-answer (llama.cpp's parser refusing what the model wrote,
+                    # say) fails the probe as it fails a run: RUN_ERROR upstream_error.
+                    raise UpstreamStreamError.from_payload(chunk["error"])
         finally:
             await stream.aclose()
     except BridgeError as exc:
@@ -196,7 +214,7 @@ def _user(text: str) -> dict[str, Any]:
 
 
 def _run_input(
-    messages: list[dict[str, Any]], forwarded: dict[str, Any], *, tools: bool = False
+    messages: list[dict[str, Any]], forwarded: dict[str, Any], tools: bool = False
 ) -> RunAgentInput:
     return RunAgentInput.model_validate(
         {

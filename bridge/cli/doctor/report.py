@@ -32,6 +32,11 @@ def render_table(report: Mapping[str, Any]) -> str:
         rows += [
             ("reasoning", report.get("reasoning")),
             ("reasoning_tags", f"{tags[0]} … {tags[1]}" if tags else "-"),
+            *(
+                [("reasoning_format", f"llama.cpp --reasoning-format {report['reasoning_format']}")]
+                if report.get("reasoning_format")
+                else []
+            ),
             ("starts_in_reasoning", _yes(report.get("starts_in_reasoning"))),
             ("tool_calls", report.get("tool_calls")),
             ("usage", _yes(report.get("usage"))),
