@@ -10,9 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ag_ui.core import BaseEvent, EventType
-
-from bridge.cli.doctor.llamacpp import reasoning_format, template_takes_tools
+from bridge.cli.doctor.llamacpp import (
+    MODEL_CALLED_NONE,
+    reasoning_format,
+    template_takes_tools,
+)
+from bridge.cli.doctor.view import PROBE_TOOL, bridge_view
 from bridge.core.decode import decode_chat_chunk
 from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import (
@@ -24,23 +27,12 @@ from bridge.core.errors import (
 from bridge.core.parts import Part, Reasoning, Text, ToolCallDelta, Usage
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter, TagPair
 from bridge.core.text_tools.filter import TEXT_TOOL_FORMATS, TextToolCalls
-from bridge.core.translate import ChatStreamTranslator, TranslateOptions
 from bridge.core.upstream_url import suggested_upstream_url
 from bridge.serve.props import auto_reasoning_scope
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Harmony (gpt-oss) has no tags: its ``analysis`` channel is the reasoning.
 HARMONY_REASONING: TagPair = ("<|channel|>analysis<|message|>", "<|end|>")
-#: The tool the doctor offers and asks for (an AG-UI tool).
-PROBE_TOOL: dict[str, Any] = {
-    "name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "description": "City name"}},
-        "required": ["city"],
-    },
-}
 
 
 @dataclass
@@ -86,6 +78,8 @@ class _Findings:
     round_trip: str = "unknown"
     round_trip_error: BridgeError | None = None
     tool_text: str = ""
+    reasoned: str = ""
+    content: str = ""
 
 
 def _analyse(answers: Sequence[Answer]) -> _Findings:
@@ -103,6 +97,8 @@ def _analyse(answers: Sequence[Answer]) -> _Findings:
             found.reasoning = key
             break
     found.tags, found.tag_name, found.starts_in_reasoning = _tags(content)
+    found.content = content
+    found.reasoned = "".join(_joined(_parts(answer.chunks), Reasoning) for answer in chat)
     if found.reasoning == "none" and found.tags is not None:
         found.reasoning = "tags"
     tools = by_name.get("tools")
@@ -242,14 +238,14 @@ def finish(
         usage=found.usage,
         responses_api=found.responses_api,
         reasoning_round_trip=found.round_trip,
-        reasoning_format=reasoning_format(found.reasoning, found.tags is not None)
+        reasoning_format=reasoning_format(found.reasoning, found.reasoned, found.content)
         if props is not None
         else None,
         reasoning_scope=scope,
         reasoning_scope_reason=scope_reason,
         serve_command=shlex.join(command + flags) if usable else None,
         warnings=warnings,
-        bridge_view=_bridge_view(answers, flags),
+        bridge_view=bridge_view(answers, flags),
         probes=[answer.summary() for answer in answers],
     )
     return report
@@ -306,11 +302,7 @@ def _advice(found: _Findings, answers: Sequence[Answer], takes_tools: bool) -> l
                 f"not know; they will show as text: {excerpt!r}"
             )
         elif takes_tools:
-            out.append(
-                "asked to use a tool, even with tool_choice required, the model called none; "
-                "the server's chat template takes tools (llama.cpp's /props), so it is the "
-                "model's choice: tool calls may need a larger model"
-            )
+            out.append(MODEL_CALLED_NONE)
         else:
             out.append("asked to use a tool, the model called none")
     if found.reasoning == "none" and found.responses_reasoning:
@@ -348,52 +340,3 @@ def _failure(answer: Answer, key_env: str) -> str:
         return f"the upstream is unreachable: {error.message} [{error.code}]"
     what = "GET /models" if answer.name == "models" else "a streamed answer"
     return f"{what} failed: {error.message} [{error.code}]"
-
-
-def _bridge_view(answers: Sequence[Answer], flags: list[str]) -> dict[str, Any]:
-    """What the bridge, with the flags proposed, makes of the two chat answers: the events'
-    reasoning and text, and the tool calls it would hand the frontend."""
-    options = TranslateOptions(
-        reasoning_tags=[_flag(flags, "--reasoning-tags") or "think"],
-        starts_in_reasoning="--starts-in-reasoning" in flags,
-        text_tool_format=_flag(flags, "--text-tool-format") or "auto",
-    )
-    view: dict[str, Any] = {}
-    for answer in answers:
-        if answer.name not in ("plain", "tools") or not answer.chunks:
-            continue
-        tools = (
-            {str(PROBE_TOOL["name"]): PROBE_TOOL["parameters"]} if answer.name == "tools" else {}
-        )
-        events = _translate(answer.chunks, options, tools)
-        view[answer.name] = {
-            "reasoning": _deltas(events, EventType.REASONING_MESSAGE_CONTENT),
-            "text": _deltas(events, EventType.TEXT_MESSAGE_CONTENT),
-            "tool_calls": [
-                getattr(e, "tool_call_name", "")
-                for e in events
-                if e.type == EventType.TOOL_CALL_START
-            ],
-        }
-    return view
-
-
-def _translate(
-    chunks: Sequence[dict[str, Any] | str], options: TranslateOptions, tools: Mapping[str, Any]
-) -> list[BaseEvent]:
-    translator = ChatStreamTranslator(options, tool_names=tools)
-    events: list[BaseEvent] = []
-    try:
-        for chunk in chunks:
-            events += translator.feed(chunk)
-    except BridgeError:
-        pass  # the probe's own error says it; what came before is still worth showing
-    return events + translator.close()
-
-
-def _deltas(events: Sequence[BaseEvent], kind: EventType) -> str:
-    return "".join(getattr(e, "delta", "") for e in events if e.type == kind)
-
-
-def _flag(flags: list[str], name: str) -> str | None:
-    return flags[flags.index(name) + 1] if name in flags else None

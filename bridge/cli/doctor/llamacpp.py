@@ -7,14 +7,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: The tool probe's warning when even a forced call got none from a template that takes tools.
+MODEL_CALLED_NONE = (
+    "asked to use a tool, even with tool_choice required, the model called none; the server's "
+    "chat template takes tools (llama.cpp's /props), so it is the model's choice: tool calls "
+    "may need a larger model"
+)
 
-def reasoning_format(reasoning: str, tags: bool) -> str | None:
+
+def reasoning_format(reasoning: str, reasoned: str, content: str) -> str | None:
     """llama-server's ``--reasoning-format`` as its answers show it: ``deepseek`` puts the
     reasoning in ``reasoning_content``, ``none`` leaves the tags in ``content``,
-    ``deepseek-legacy`` does both (its non-streamed answers; recent builds stream it exactly as
-    ``deepseek``, so a stream cannot tell them apart). ``None`` when no reasoning came."""
+    ``deepseek-legacy`` does both, the same reasoning twice (recent builds stream it exactly as
+    ``deepseek``, so their streams cannot tell them apart; a model that writes tags of its own
+    after its reasoning is no legacy). ``None`` when no reasoning came."""
     if reasoning == "reasoning_content":
-        return "deepseek-legacy" if tags else "deepseek"
+        twice = bool(reasoned.strip()) and f"{reasoned.strip()}" in content
+        return "deepseek-legacy" if twice else "deepseek"
     if reasoning == "tags":
         return "none"
     return None

@@ -22,12 +22,12 @@ from ag_ui.core import RunAgentInput
 
 from bridge.cli.doctor.findings import (
     DEFAULT_KEY_ENV,
-    PROBE_TOOL,
     Answer,
     delta_fields,
     finish,
     key_refused,
 )
+from bridge.cli.doctor.view import PROBE_TOOL
 from bridge.config import BridgeConfig
 from bridge.core.errors import (
     BridgeError,
