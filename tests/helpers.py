@@ -160,3 +160,20 @@ def sse_chunks_from_bytes(pieces: Iterable[bytes]) -> list[Any]:
 
 def split_every(data: bytes, size: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+class CountedObservation:
+    """What ``UpstreamClient`` tells a turn's ``TurnObservation``, counted."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self.retries = 0
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def answered(self, status: int) -> None:
+        self.statuses.append(status)
+
+    def retry(self) -> None:
+        self.retries += 1

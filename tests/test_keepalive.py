@@ -27,6 +27,7 @@ from bridge.core.translate import DONE
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor
 from bridge.serve.upstream import UpstreamClient
+from helpers import CountedObservation
 from servers import run_input
 
 TRANSPORTS = ["aiohttp", "httpx"]
@@ -174,23 +175,6 @@ def _whole(status: int, data: dict[str, Any]) -> bytes:
     return _head(status, "application/json", f"Content-Length: {len(body)}") + body
 
 
-class Observation:
-    """What ``UpstreamClient`` tells a turn's ``TurnObservation``, counted."""
-
-    def __init__(self) -> None:
-        self.statuses: list[int] = []
-        self.retries = 0
-
-    def headers(self) -> dict[str, str]:
-        return {}
-
-    def answered(self, status: int) -> None:
-        self.statuses.append(status)
-
-    def retry(self) -> None:
-        self.retries += 1
-
-
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -206,7 +190,7 @@ def _config(url: str, transport: UpstreamTransport, **overrides: Any) -> BridgeC
     return BridgeConfig(upstream_url=url, model="liar", upstream_transport=transport, **overrides)
 
 
-async def _streamed(client: UpstreamClient, observe: Observation | None = None) -> str:
+async def _streamed(client: UpstreamClient, observe: CountedObservation | None = None) -> str:
     body = {"model": "liar", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
     text = ""
     async for chunk in client.stream(body, observe=observe):  # type: ignore[arg-type]
@@ -240,7 +224,7 @@ async def test_a_resend_is_no_retry(
     upstream: OneAnswerPerConnection, transport: UpstreamTransport
 ) -> None:
     client = UpstreamClient(_config(upstream.url, transport, retries=2))
-    observations = [Observation() for _ in range(3)]
+    observations = [CountedObservation() for _ in range(3)]
     try:
         for observe in observations:
             assert await _streamed(client, observe) == "".join(WORDS)
@@ -258,7 +242,7 @@ async def test_a_server_that_never_answers_still_fails_after_its_retries(
     with OneAnswerPerConnection(answers=False) as upstream:
         config = _config(upstream.url, transport, retries=2, retry_backoff=0.001)
         client = UpstreamClient(config)
-        observe = Observation()
+        observe = CountedObservation()
         try:
             with pytest.raises(UpstreamConnectionError, match=CLOSED) as failed:
                 await _streamed(client, observe)

@@ -150,8 +150,9 @@ class UpstreamClient:
                     stream=True,
                 )
             except TRANSPORT_ERRORS as exc:
-                # Nothing of an answer was received: a dropped connection (a pooled keep-alive
-                # connection the server had closed, say) is as retryable as a refused one.
+                # Nothing of an answer was received: a dropped connection is as retryable as a
+                # refused one. (A pooled connection the server had closed never gets here: the
+                # transport sends the request again at once on a new one, transport.py.)
                 retryable = failure_kind(exc) in ("connect", "connect_timeout", "closed")
                 if not retryable or attempt >= self._config.retries:
                     raise self._translate(exc, answering=False) from exc

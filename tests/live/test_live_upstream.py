@@ -13,6 +13,7 @@ import llama_server
 from bridge.config import BridgeConfig
 from bridge.core.translate import DONE
 from bridge.serve.upstream import UpstreamClient
+from helpers import CountedObservation
 from live_tools import DETERMINISTIC, llama
 
 
@@ -20,23 +21,6 @@ from live_tools import DETERMINISTIC, llama
 def server(bed: llama_server.Bed) -> Iterator[llama_server.Running]:
     with llama(bed, template=None) as running:
         yield running
-
-
-class _Counted:
-    """The observation's two calls the upstream client makes per request."""
-
-    def __init__(self) -> None:
-        self.retries = 0
-        self.statuses: list[int] = []
-
-    def headers(self) -> dict[str, str]:
-        return {}
-
-    def answered(self, status: int) -> None:
-        self.statuses.append(status)
-
-    def retry(self) -> None:
-        self.retries += 1
 
 
 @pytest.mark.anyio
@@ -58,7 +42,7 @@ async def test_streamed_requests_back_to_back_need_no_retry(
         **DETERMINISTIC,
     }
     client = UpstreamClient(config)
-    counted = _Counted()
+    counted = CountedObservation()
     try:
         for _ in range(6):
             items = [item async for item in client.stream(body, observe=counted)]  # type: ignore[arg-type]
