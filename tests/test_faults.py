@@ -336,7 +336,10 @@ def test_connection_dropped_before_any_answer_is_retried(faults: Faults) -> None
 def test_connection_always_dropped_is_retried_then_reported_as_such(faults: Faults) -> None:
     faults.upstream.reset()
     result = run(faults, DROPPED_ALWAYS)
-    assert len(faults.upstream.requests_for(DROPPED_ALWAYS)) == 1 + RETRIES
+    # The first try may go out on a connection pooled by an earlier test, which this server
+    # drops too: that one is sent again at once on a new connection (no retry of a failing
+    # server, README "Failure behaviour"), so one request more than the tries may arrive.
+    assert len(faults.upstream.requests_for(DROPPED_ALWAYS)) - RETRIES in (1, 2)
     assert_one_terminal(result)
     assert result.terminal["type"] == "RUN_ERROR"
     assert_readable(result.terminal["message"])
