@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -67,6 +68,8 @@ class LlamaLike:
 
     props: dict[str, bool | int | str | None] = field(default_factory=lambda: {"*": True})
     props_delay: float = 0.0
+    props_gate: threading.Event | None = None  # /props answers once the test sets it
+    props_answered: int = 0
     chat_failures: int = 0  # chat requests answered 503 "Loading model" before answering
     chats: list[dict[str, Any]] = field(default_factory=list)
     props_asked: list[dict[str, str]] = field(default_factory=list)
@@ -83,6 +86,9 @@ class LlamaLike:
         query = dict(request.query_params)
         self.props_asked.append(query)
         await asyncio.sleep(self.props_delay)
+        if self.props_gate is not None:
+            await asyncio.to_thread(self.props_gate.wait, 30)
+        self.props_answered += 1
         said = self.props.get(query.get("model", ""), self.props.get("*"))
         if isinstance(said, str):
             return Response(said, media_type="text/html")
@@ -362,8 +368,9 @@ def test_the_config_names_auto_among_the_scopes() -> None:
 
 
 def test_a_recording_made_with_auto_replays(tmp_path: Path) -> None:
-    """The GET /props is no run's exchange, so the record does not hold it: the replay has no
-    /props, the bridge in front of it resolves auto to current-turn, and the answers replay."""
+    """The GET /props is shared by the runs waiting for it, no run's exchange, so the record
+    does not hold it: the replay has no /props, the bridge in front of it resolves auto to
+    current-turn, and the answers replay."""
     upstream = LlamaLike(props={"*": True})
     with serve(upstream.app()) as url:
         config = _config(url, record_dir=str(tmp_path))
@@ -384,3 +391,25 @@ def test_a_recording_made_with_auto_replays(tmp_path: Path) -> None:
             after = post(f"{bridge_url}/", run_input(HISTORY))
     deltas = [f.get("delta") for f in before if f["type"] == "TEXT_MESSAGE_CONTENT"]
     assert [f.get("delta") for f in after if f["type"] == "TEXT_MESSAGE_CONTENT"] == deltas
+
+
+def test_run_started_goes_before_props_is_read() -> None:
+    """RUN_STARTED is sent before the upstream is asked anything, /props included: the first
+    frame comes while /props has not answered yet."""
+    gate = threading.Event()
+    upstream = LlamaLike(props={"*": True}, props_gate=gate)
+    with (
+        serve(upstream.app()) as url,
+        serve(create_app(_config(url))) as bridge_url,
+        httpx.stream("POST", f"{bridge_url}/", json=run_input(HISTORY), timeout=30) as got,
+    ):
+        lines = got.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        assert json.loads(first.removeprefix("data: "))["type"] == "RUN_STARTED"
+        assert upstream.props_answered == 0
+        gate.set()
+        rest = list(lines)
+    assert upstream.props_answered == 1
+    assert any('"RUN_FINISHED"' in line for line in rest)
+    (sent,) = upstream.chats  # built again with the scope /props gave: the first turn's too
+    assert FIRST_TURN in json.dumps(sent["messages"])

@@ -40,6 +40,7 @@ from bridge.core.errors import InvalidRunInputError
 from bridge.serve.approvals import new_secret
 from bridge.serve.capabilities import capabilities
 from bridge.serve.frames import ClientProtocol, FrameWriter, client_protocol
+from bridge.serve.history import ReasoningScope
 from bridge.serve.mcp_apps import answer_widget
 from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.observe import RunObservation, Telemetry
@@ -48,7 +49,7 @@ from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.request import build_chat_request, build_responses_request, served_models
 from bridge.serve.resume import Approvals, settle_approvals
-from bridge.serve.run import ToolLoop, run_agent
+from bridge.serve.run import Prepare, ToolLoop, run_agent
 from bridge.serve.run_input import read_run_input
 from bridge.serve.stream import EventStreamResponse
 from bridge.serve.tools import ServerTools, python_tool
@@ -174,7 +175,7 @@ class Bridge:
             proxied = _proxied_request(run_input)
             if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
                 return self._proxied(run_input, proxied, received)
-            loop = await self._tool_loop(run_input, await self._upstream_models())
+            loop, prepare = self._tool_loop(run_input, await self._upstream_models())
             body = loop.build(run_input.messages)
         except ClientDisconnect:
             self.telemetry.refused(400, "client_disconnected")
@@ -195,7 +196,7 @@ class Bridge:
             received=received,
             headers=request.headers,
         )
-        frames = self._frames(run_input, body, loop, protocol, observe)
+        frames = self._frames(run_input, body, loop, protocol, observe, prepare)
         if self.recorder is not None:
             frames = self.recorder.recorded(run_input, frames)
 
@@ -269,9 +270,14 @@ class Bridge:
             # call_soon_threadsafe: safe to schedule from inside a signal handler.
             loop.call_soon_threadsafe(loop.call_later, grace, self._stop_runs.set)
 
-    async def _tool_loop(self, run_input: RunAgentInput, upstream_models: list[str]) -> ToolLoop:
+    def _tool_loop(
+        self, run_input: RunAgentInput, upstream_models: list[str]
+    ) -> tuple[ToolLoop, Prepare | None]:
         """The run's server tools, offered beside the frontend's, and how to build each of its
-        requests (the first from the client's messages, the next with the turns since)."""
+        requests (the first from the client's messages, the next with the turns since); and,
+        with ``--reasoning-scope auto``, what sets the scope once the run has begun: llama.cpp's
+        ``/props`` is read after RUN_STARTED, which goes before the upstream is asked anything.
+        The first build, which checks the input, sends back the turn in progress."""
         frontend = run_input.tools or []
         taken = [tool.name for tool in frontend if tool.name in self.tools]
         if taken:
@@ -288,16 +294,26 @@ class Bridge:
         )
 
         waits = self.tools.waits
-        scope = await self.upstream_props.run_scope(run_input, upstream_models)
+        setting = self.config.reasoning_scope
+        auto = setting == "auto"
+        scope: list[ReasoningScope] = ["current-turn" if setting == "auto" else setting]
 
         def build(messages: Sequence[Message]) -> dict[str, Any]:
             conversation = offered
             settled = settle_approvals(messages, waits)
             if settled is not run_input.messages:
                 conversation = offered.model_copy(update={"messages": list(settled)})
-            return build_request(conversation, self.config, upstream_models, scope=scope)
+            return build_request(conversation, self.config, upstream_models, scope=scope[0])
 
-        return ToolLoop(self.tools, build, self.config.max_tool_rounds, self.approvals)
+        async def prepare(body: dict[str, Any]) -> dict[str, Any]:
+            resolved = await self.upstream_props.run_scope(run_input, upstream_models)
+            if resolved == scope[0]:
+                return body
+            scope[0] = resolved
+            return build(run_input.messages)
+
+        loop = ToolLoop(self.tools, build, self.config.max_tool_rounds, self.approvals)
+        return loop, prepare if auto else None
 
     async def _frames(
         self,
@@ -306,6 +322,7 @@ class Bridge:
         loop: ToolLoop,
         protocol: ClientProtocol,
         observe: RunObservation,
+        prepare: Prepare | None,
     ) -> AsyncGenerator[str, None]:
         options = self.config.translate_for(body["model"])
         writer = FrameWriter(self.redactor, protocol)
@@ -317,6 +334,7 @@ class Bridge:
             api=self.config.upstream_api,
             loop=loop if self.tools else None,
             observe=observe,
+            prepare=prepare,
         )
         async with aclosing(run) as batches:
             async for batch in batches:

@@ -21,6 +21,7 @@ reasoning goes back as encrypted items, whatever the scope).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -113,7 +114,11 @@ class UpstreamProps:
             return entry[1]
         reading = self._reading.get(model)
         if reading is None:
-            reading = self._reading[model] = asyncio.ensure_future(self._fetch(model))
+            # The read is shared by every run that waits for it, so it belongs to none: an
+            # empty context keeps it out of the run's recording (and its trace).
+            reading = self._reading[model] = asyncio.get_running_loop().create_task(
+                self._fetch(model), context=contextvars.Context()
+            )
         # Shielded: a run cancelled while it waits leaves the read to the others.
         return await asyncio.shield(reading)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +62,10 @@ class ToolRoundsExceededError(BridgeError):
     code = "tool_rounds_exceeded"
 
 
+Prepare = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Takes the run's first request body once the run has begun; gives the one to send."""
+
+
 @dataclass(frozen=True)
 class ToolLoop:
     """What a run needs to run server tools and go on: the tools, how to build the next
@@ -84,10 +88,13 @@ async def run_agent(
     api: UpstreamApi = "chat",
     loop: ToolLoop | None = None,
     observe: RunObservation | None = None,
+    prepare: Prepare | None = None,
 ) -> AsyncGenerator[Sequence[BaseEvent], None]:
     """Yield the run's events, batched per upstream chunk (one SSE write each). ``api``: the
     upstream's API (``body`` was built for it); ``loop``: the server tools, if any;
-    ``observe``: the run's telemetry (``bridge.serve.observe``), told of its turns and tools."""
+    ``observe``: the run's telemetry (``bridge.serve.observe``), told of its turns and tools;
+    ``prepare``: what may build ``body`` again once RUN_STARTED is out (what reasoning goes
+    back, read from the upstream)."""
     if observe is None:
         observe = Telemetry().run(
             thread_id=run_input.thread_id,
@@ -103,6 +110,8 @@ async def run_agent(
             protocol_version=PROTOCOL_VERSION,
         )
     ]
+    if prepare is not None:
+        body = await prepare(body)
     transcript = Transcript()
     usage: list[TokenUsage] = []
     rounds = 0
