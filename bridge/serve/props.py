@@ -23,15 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-
-from ag_ui.core import RunAgentInput
 
 from bridge.config import BridgeConfig
 from bridge.core.errors import BridgeError
 from bridge.serve.history import ReasoningScope
-from bridge.serve.request import requested_model
+from bridge.serve.request import configured_scope
 
 #: ``GET /props`` for a model: its JSON object, ``None`` for a server without one; raises
 #: ``BridgeError`` when it could not be read (``UpstreamClient.llama_cpp_props``).
@@ -90,18 +88,10 @@ class UpstreamProps:
         self._entries: dict[str, tuple[float, dict[str, Any] | None]] = {}  # (until, props)
         self._reading: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
 
-    async def run_scope(
-        self, run_input: RunAgentInput, upstream_models: Sequence[str]
-    ) -> ReasoningScope:
-        """The scope for this run, by the model it asks for (``InvalidRunInputError`` when that
-        model is not served here)."""
-        return await self.reasoning_scope(requested_model(run_input, self._config, upstream_models))
-
     async def reasoning_scope(self, model: str) -> ReasoningScope:
         """The scope for a run of ``model``: the configured one, or what ``auto`` resolves to."""
-        setting = self._config.reasoning_scope
-        if setting != "auto":
-            return setting
+        if self._config.reasoning_scope != "auto":
+            return configured_scope(self._config)
         if self._config.upstream_api == "responses":
             return "current-turn"  # no reasoning goes back in its messages: no GET for nothing
         return auto_reasoning_scope(await self.props(model))[0]

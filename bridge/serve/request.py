@@ -123,12 +123,10 @@ def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
     return items
 
 
-def requested_model(
-    run_input: RunAgentInput, config: BridgeConfig, upstream_models: Sequence[str] = ()
-) -> str:
-    """The model this run asks for (``forwardedProps.model``, else the configured one);
-    ``InvalidRunInputError`` when it is not served here."""
-    return str(_model(_forwarded(run_input), config, upstream_models))
+def configured_scope(config: BridgeConfig) -> ReasoningScope:
+    """The reasoning scope before anything is read from the upstream: ``auto`` sends the turn
+    in progress until llama.cpp's ``/props`` says otherwise (``bridge.serve.props``)."""
+    return "current-turn" if config.reasoning_scope == "auto" else config.reasoning_scope
 
 
 def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> list[str]:
@@ -186,7 +184,7 @@ def _messages(
     encrypted_reasoning: bool = False,
 ) -> list[dict[str, Any]]:
     if scope is None:
-        scope = "current-turn" if config.reasoning_scope == "auto" else config.reasoning_scope
+        scope = configured_scope(config)
     try:
         return to_openai_messages(
             run_input.messages,

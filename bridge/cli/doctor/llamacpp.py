@@ -22,7 +22,7 @@ def reasoning_format(reasoning: str, reasoned: str, content: str) -> str | None:
     ``deepseek``, so their streams cannot tell them apart; a model that writes tags of its own
     after its reasoning is no legacy). ``None`` when no reasoning came."""
     if reasoning == "reasoning_content":
-        twice = bool(reasoned.strip()) and f"{reasoned.strip()}" in content
+        twice = bool(reasoned.strip()) and reasoned.strip() in content
         return "deepseek-legacy" if twice else "deepseek"
     if reasoning == "tags":
         return "none"

@@ -171,7 +171,8 @@ async def _probe(client: UpstreamClient, config: BridgeConfig) -> list[Answer]:
     if answers[1].ok and "tool_calls" not in delta_fields(answers[1].chunks):
         # Asked, a small model may answer in words: forced, it shows whether the server can
         # return calls at all (llama.cpp constrains the answer to a call).
-        forced = _run_input([_user(_TOOL_PROMPT)], {**limit, "tool_choice": "required"}, True)
+        forced_limit = {**limit, "tool_choice": "required"}
+        forced = _run_input([_user(_TOOL_PROMPT)], forced_limit, tools=True)
         answers.append(await _read(client, "tools_forced", build_chat_request(forced, config)))
     responses = build_responses_request(plain, config)
     answers.append(await _read(client, "responses", responses, "/responses"))
@@ -214,7 +215,7 @@ def _user(text: str) -> dict[str, Any]:
 
 
 def _run_input(
-    messages: list[dict[str, Any]], forwarded: dict[str, Any], tools: bool = False
+    messages: list[dict[str, Any]], forwarded: dict[str, Any], *, tools: bool = False
 ) -> RunAgentInput:
     return RunAgentInput.model_validate(
         {
