@@ -7,7 +7,7 @@ write per frame); ``{"rate": r, "tokens": n}`` streams n content chunks at r per
 carrying its send time (``time.time_ns()``) as ``ts<19 digits>`` in its text.
 
 ``proxy``: a pass-through that forwards the request to the upstream with httpx and streams its
-bytes back unparsed (the baseline). ``bridge``: ``bridge.serve.app.create_app`` pointed at the
+bytes back unparsed (the baseline). ``bridge``: ``bridge.serve.http.app.create_app`` pointed at the
 upstream (``profiled_bridge``: the same under cProfile, for profile_bridge.py). All read the
 upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers`` starts fresh interpreters,
 so a factory's arguments can only come from the environment.
@@ -43,7 +43,7 @@ from translate import Stream, _chunk, _to_sse, _tokens, build_stream
 
 from bridge import DONE
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 
 UPSTREAM_URL_ENV = "BENCH_UPSTREAM_URL"
 MAX_RUNS_ENV = "BENCH_MAX_RUNS"

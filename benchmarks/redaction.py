@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from ag_ui.core import TextMessageContentEvent
 
-from bridge.serve.frames import FrameWriter
+from bridge.serve.http.frames import FrameWriter
 from bridge.serve.redact import MASK, Redactor
 
 KEY = "sk-proj-Zq8vT2mW9xL4nB7cR1pK6hY3jD5fG0sA"

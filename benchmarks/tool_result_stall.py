@@ -53,7 +53,7 @@ def _serve_bridge(port: int, upstream: str, kind: str, size: int, text_kind: str
     import uvicorn
 
     from bridge.config import BridgeConfig
-    from bridge.serve.app import create_app
+    from bridge.serve.http.app import create_app
 
     text = big_text(size, text_kind)
 

@@ -1,4 +1,4 @@
-"""What the run's transcript costs (``bridge.serve.transcript``, kept when server tools are
+"""What the run's transcript costs (``bridge.serve.run.transcript``, kept when server tools are
 configured): folding a turn's events into the messages the next request is built from.
 
 Each case is one model turn: a reasoning message, a text message and a tool call's arguments,
@@ -32,7 +32,7 @@ from ag_ui.core import (
 )
 
 import bridge
-from bridge.serve.transcript import Transcript
+from bridge.serve.run.transcript import Transcript
 
 TOKEN = "word"  # one token: four characters
 

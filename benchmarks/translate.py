@@ -50,7 +50,7 @@ from httpx_sse import ServerSentEvent
 
 from bridge import DONE, ChatStreamTranslator, TranslateOptions
 from bridge.core.encode import encode_event
-from bridge.serve.sse import chunk_from_sse
+from bridge.serve.upstream.sse import chunk_from_sse
 
 FULL_CHUNKS = 20_000
 FULL_REPEAT = 5

@@ -1,5 +1,6 @@
-"""The ASGI app's public face: ``create_app`` and ``mount`` (the code is in ``bridge.serve.app``),
-and ``from_env``, the app built from the environment for other servers' workers.
+"""The ASGI app's public face: ``create_app`` and ``mount`` (the code is in
+``bridge.serve.http.app``), and ``from_env``, the app built from the environment for other
+servers' workers.
 
 Kept as a module of its own, without a deprecation, because the README and many apps import
 ``from bridge.app import create_app, mount``; ``from bridge import create_app, mount`` works too.
@@ -11,7 +12,7 @@ import os
 
 from starlette.applications import Starlette
 
-from bridge.serve.app import Bridge, create_app, mount
+from bridge.serve.http.app import Bridge, create_app, mount
 
 __all__ = ["Bridge", "create_app", "from_env", "mount"]
 

@@ -94,7 +94,7 @@ class BridgeConfig:
     that keeps it (GLM-4.7's preserved thinking) expects it back, so ``true`` is ``all``; one
     that drops it would throw it away anyway, so ``false`` is ``current-turn``, as is any
     server without ``/props``: there ``auto`` is exactly ``current-turn``. Read per model,
-    cached for half a minute (``bridge.serve.props``)."""
+    cached for half a minute (``bridge.serve.run.props``)."""
 
     include_state: bool = False
     """Send the run's ``state`` to the model as a system message."""
@@ -201,7 +201,7 @@ class BridgeConfig:
     record_dir: str | None = None
     """If set, every run is recorded to a file in this folder: the upstream request (without the
     key), its status, headers and raw bytes as they arrived, and the events sent
-    (``bridge.serve.record``; ``agui-bridge replay`` serves them again)."""
+    (``bridge.serve.upstream.record``; ``agui-bridge replay`` serves them again)."""
 
     metrics: bool = False
     """Serve Prometheus metrics at ``GET /metrics`` (README "Observability")."""
@@ -254,7 +254,7 @@ class BridgeConfig:
             raise ValueError("max_parallel_tools and tool_threads must be at least 1")
         if self.approval_timeout <= 0:
             raise ValueError("approval_timeout must be a positive number of seconds")
-        # 16 bytes: bridge.serve.approvals.MIN_SECRET_BYTES (the config cannot import serve).
+        # 16 bytes: bridge.serve.tools.approvals.MIN_SECRET_BYTES (the config cannot import serve).
         if self.secret is not None and len(self.secret.encode()) < 16:
             raise ValueError("the interrupt secret must be at least 16 bytes long")
         object.__setattr__(self, "approve", tuple(dict.fromkeys(self.approve)))

@@ -145,7 +145,7 @@ def sse_chunks_from_bytes(pieces: Iterable[bytes]) -> list[Any]:
     import httpx
     from httpx_sse import EventSource
 
-    from bridge.serve.sse import chunk_from_sse
+    from bridge.serve.upstream.sse import chunk_from_sse
 
     response = httpx.Response(
         200, headers={"content-type": "text/event-stream"}, content=iter(list(pieces))

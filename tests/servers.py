@@ -23,7 +23,7 @@ from agui_rules import check_frames, parse_body
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 
 
 def free_port() -> int:

@@ -21,7 +21,7 @@ from ag_ui.encoder import EventEncoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.serve.approvals import (
+from bridge.serve.tools.approvals import (
     MIN_SECRET_BYTES,
     RESPONSE_SCHEMA,
     TOKEN_PREFIX,

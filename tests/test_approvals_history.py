@@ -1,4 +1,4 @@
-"""Approvals in the history, the pure part (``bridge.serve.resume``): which calls wait, what a
+"""Approvals in the history, the pure part (``bridge.serve.run.resume``): which calls wait, what a
 client's approval message is, and what goes upstream for a call under approval."""
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from bridge.serve.approvals import InterruptExpiredError, InterruptUnresolvedError
-from bridge.serve.resume import (
+from bridge.serve.run.resume import (
     APPROVED_STATEMENT,
     UNANSWERED_STATEMENT,
     Approvals,
@@ -27,6 +26,7 @@ from bridge.serve.resume import (
     settle_approvals,
     waiting_calls,
 )
+from bridge.serve.tools.approvals import InterruptExpiredError, InterruptUnresolvedError
 
 SECRET = b"resume-test-secret-0123456789abcd"
 

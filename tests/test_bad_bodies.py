@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_rules import check_frames, parse_body
-from bridge.serve.run_input import MAX_DEPTH
+from bridge.serve.http.run_input import MAX_DEPTH
 from servers import Stack, run_input, scripted_stack
 
 

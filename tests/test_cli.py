@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 import bridge
-from bridge.serve.record import FORMAT
+from bridge.serve.upstream.record import FORMAT
 from servers import free_port
 
 #: Runs the command as ``python -m bridge``, with ``mcp`` made unimportable when asked.

@@ -40,7 +40,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo.tools import send_email
-from bridge.serve.resume import APPROVED_STATEMENT
+from bridge.serve.run.resume import APPROVED_STATEMENT
 from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import ASK_TOOLS, free_port, scripted_stack
 

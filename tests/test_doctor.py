@@ -23,7 +23,7 @@ from bridge.cli.doctor import HARMONY_REASONING, diagnose
 from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording
 from bridge.cli.settings import config_from_args
-from bridge.serve.record import FORMAT
+from bridge.serve.upstream.record import FORMAT
 from faulty_upstream import fault_model, faulty_upstream, refusing_upstream
 from helpers import FIXTURES
 from servers import serve

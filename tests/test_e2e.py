@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from bridge.cli.demo import SCRIPTED_MODELS
-from bridge.serve.app import create_app, mount
+from bridge.serve.http.app import create_app, mount
 from servers import (
     ASK_TOOLS,
     TOOLS,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
 from bridge.core.errors import MAX_MESSAGE_CHARS
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 from faulty_upstream import (
     FINISH_INDEX,
     FRAMES,

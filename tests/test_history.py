@@ -1,4 +1,4 @@
-"""AG-UI conversation → OpenAI messages and tools (bridge/serve/history.py)."""
+"""AG-UI conversation → OpenAI messages and tools (bridge/serve/run/history.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from bridge.serve.history import (
+from bridge.serve.run.history import (
     ReasoningHistory,
     ReasoningScope,
     to_openai_messages,

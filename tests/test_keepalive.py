@@ -24,9 +24,9 @@ from bridge.cli.doctor import diagnose, probes
 from bridge.config import BridgeConfig, UpstreamTransport
 from bridge.core.errors import UpstreamConnectionError
 from bridge.core.translate import DONE
-from bridge.serve.record import Recorder
 from bridge.serve.redact import Redactor
-from bridge.serve.upstream import UpstreamClient
+from bridge.serve.upstream.client import UpstreamClient
+from bridge.serve.upstream.record import Recorder
 from helpers import CountedObservation
 from servers import run_input
 

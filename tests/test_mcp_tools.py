@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
-from bridge.serve.mcp_tools import McpStartError
+from bridge.serve.http.app import create_app
+from bridge.serve.tools.mcp_tools import McpStartError
 from servers import (
     TOOLS,
     free_port,

@@ -21,9 +21,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bridge.cli.options import otel_requested
-from bridge.serve.app import create_app as create_bridge
-from bridge.serve.metrics import MAX_FRONTEND_TOOLS, Metrics
-from bridge.serve.observe import JsonFormatter
+from bridge.serve.http.app import create_app as create_bridge
+from bridge.serve.observe.metrics import MAX_FRONTEND_TOOLS, Metrics
+from bridge.serve.observe.observation import JsonFormatter
 from servers import (
     TOOLS,
     free_port,

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from bridge import DONE, KNOWN_REASONING_TAGS, ReasoningTagFilter, TranslateOptions
 from bridge.core.parts import Reasoning, Text
 from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, TagPair
-from bridge.serve.sse import chunk_from_sse
+from bridge.serve.upstream.sse import chunk_from_sse
 from helpers import Result, chunk, run, text_chunks
 
 S = TypeVar("S", bound=Sequence[Any])

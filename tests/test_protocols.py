@@ -27,8 +27,8 @@ from starlette.routing import Route
 
 from bridge.config import BridgeConfig
 from bridge.core.encode import encode_event
-from bridge.serve.app import create_app
-from bridge.serve.frames import PRE_1_0, FrameWriter, client_protocol
+from bridge.serve.http.app import create_app
+from bridge.serve.http.frames import PRE_1_0, FrameWriter, client_protocol
 from bridge.serve.redact import Redactor
 from node_tools import require
 from servers import (

@@ -2,7 +2,7 @@
 its chat template keeps earlier turns' reasoning, and the history sent upstream follows it;
 read per model, cached, read again after the TTL and after the upstream failed or restarted;
 explicit scopes never read it. Against a small llama.cpp-like upstream whose ``/props`` the
-tests change (``bridge/serve/props.py``)."""
+tests change (``bridge/serve/run/props.py``)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording, serve_command
 from bridge.cli.settings import config_from_env, serve_config
 from bridge.config import BridgeConfig
-from bridge.serve.app import Bridge, create_app
-from bridge.serve.props import PROPS_RETRY, PROPS_TTL
+from bridge.serve.http.app import Bridge, create_app
+from bridge.serve.run.props import PROPS_RETRY, PROPS_TTL
 from servers import free_port, post, run_input, serve
 
 #: A finished turn (its reasoning, its answer), then a tool loop in progress: its reasoning

@@ -30,8 +30,8 @@ from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scri
 from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording, replay_summary, serve_command
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
-from bridge.serve.record import FORMAT
+from bridge.serve.http.app import create_app
+from bridge.serve.upstream.record import FORMAT
 from faulty_upstream import fault_model, faulty_upstream
 from servers import ASK_TOOLS, TOOLS, forward_proxy, post, run_input, scripted_config, serve
 

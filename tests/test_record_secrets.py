@@ -33,9 +33,9 @@ from test_record_replay import normalized, read_records
 
 from bridge.cli.replay import create_replay_app, load_recording, replay_summary
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
-from bridge.serve.record import Recorder
+from bridge.serve.http.app import create_app
 from bridge.serve.redact import MASK, MIN_PIECE, Redactor
+from bridge.serve.upstream.record import Recorder
 from servers import post, run_input, serve
 
 KEY = "sk-proj-Zq8vT2mW9xL4/nB7cR1+pK6hY3jD5fG0sA"

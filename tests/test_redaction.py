@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 from bridge.serve.redact import (
     MASK,
     Redactor,
@@ -28,7 +28,7 @@ from bridge.serve.redact import (
     redact_new_loggers,
     shown_target,
 )
-from bridge.serve.sse import chunk_from_sse
+from bridge.serve.upstream.sse import chunk_from_sse
 from servers import run_input, serve
 
 KEY = "sk-probe/SECRET+1234567890abcdef"

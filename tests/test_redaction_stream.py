@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 from bridge.serve.redact import MASK, MIN_PIECE, Redactor
 from servers import run_input, serve
 

@@ -32,7 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
-from bridge.serve.app import Bridge, create_app
+from bridge.serve.http.app import Bridge, create_app
 from faulty_upstream import (
     TEXT,
     FaultyUpstream,

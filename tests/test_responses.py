@@ -16,7 +16,7 @@ from bridge import ChatStreamTranslator, UpstreamStreamError
 from bridge.cli.demo.responses import response_events, response_object
 from bridge.config import BridgeConfig
 from bridge.core.decode_responses import ResponsesDecoder
-from bridge.serve.request import build_responses_request
+from bridge.serve.run.request import build_responses_request
 from helpers import Result, counter_ids, run
 from servers import ASK_TOOLS, TOOLS, Stack, joined, messages_from, post, run_input, scripted_stack
 

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agui_rules import check_frames, parse_body
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 from servers import Stack, free_port, run_input, scripted_config, scripted_stack, serve
 
 SECRET = "sk-secret-do-not-leak-4242"

@@ -23,8 +23,8 @@ from ag_ui.core import (
     ToolMessage,
 )
 
-from bridge.serve import transcript as transcript_module
-from bridge.serve.transcript import Transcript
+from bridge.serve.run import transcript as transcript_module
+from bridge.serve.run.transcript import Transcript
 
 
 def turn(tokens: int) -> list[BaseEvent]:

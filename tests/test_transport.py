@@ -13,9 +13,9 @@ import aiohttp
 import httpx
 import pytest
 
-from bridge.serve.app import create_app
-from bridge.serve.transport import AiohttpClient, failure_kind
-from bridge.serve.upstream import UpstreamClient
+from bridge.serve.http.app import create_app
+from bridge.serve.upstream.client import UpstreamClient
+from bridge.serve.upstream.transport import AiohttpClient, failure_kind
 from servers import forward_proxy, post, run_input, scripted_config, scripted_stack, serve
 
 

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 from helpers import FIXTURES
 from servers import free_port, run_input, serve
 

@@ -18,7 +18,7 @@ from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.core.errors import MAX_MESSAGE_CHARS
 from bridge.core.upstream_url import shown_url, suggested_upstream_url, upstream_url_hint
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 from faulty_upstream import refusing_upstream
 from servers import post, run_input, serve
 

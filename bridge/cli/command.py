@@ -28,8 +28,8 @@ from bridge.cli.serving import (
 from bridge.cli.settings import config_from_args, serve_config
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
 from bridge.core.upstream_url import shown_url
-from bridge.serve.app import create_app
-from bridge.serve.mcp_tools import McpStartError
+from bridge.serve.http.app import create_app
+from bridge.serve.tools.mcp_tools import McpStartError
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.
 _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"

@@ -1,8 +1,8 @@
 """``agui-bridge replay DIR``: recorded runs (``serve --record DIR``) served again as an
 OpenAI-compatible upstream, so a bug report reproduces anywhere with the same events.
 
-Every recorded upstream exchange (``bridge/serve/record.py`` describes the files) is an answer
-the replay server can give. An exchange is known by its endpoint: its path relative to the
+Every recorded upstream exchange (``bridge/serve/upstream/record.py`` describes the files) is
+an answer the replay server can give. An exchange is known by its endpoint: its path relative to the
 recorded base URL (``/chat/completions``, ``/responses``, ``/models``; llama.cpp's ``/props``
 relative to the base without its ``/v1``), so a recording made through any path prefix
 (OpenRouter's ``/api/v1``) replays behind any ``--upstream-url http://host:port/<prefix>``: a
@@ -43,8 +43,8 @@ from starlette.types import Receive, Scope, Send
 
 from bridge import __version__
 from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, KNOWN_REASONING_TAGS
-from bridge.serve.record import READABLE_FORMATS, request_body
 from bridge.serve.redact import MASK
+from bridge.serve.upstream.record import READABLE_FORMATS, request_body
 
 #: Response headers that describe the recorded connection, not the answer: the replay's own
 #: server sets them for its connection.

@@ -25,8 +25,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import bridge
-from bridge.serve.app import Bridge, mount
-from bridge.serve.observe import JsonFormatter
+from bridge.serve.http.app import Bridge, mount
+from bridge.serve.observe.observation import JsonFormatter
 
 #: The built demo page, inside the package so that the wheel carries it (``make demo`` or
 #: ``npm run build`` in web-demo/ writes it in a checkout).

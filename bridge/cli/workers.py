@@ -36,8 +36,8 @@ from types import FrameType
 
 from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
 from bridge.cli.settings import serve_config
-from bridge.serve.app import create_app
-from bridge.serve.mcp_tools import McpStartError
+from bridge.serve.http.app import create_app
+from bridge.serve.tools.mcp_tools import McpStartError
 
 logger = logging.getLogger("agui_bridge")
 

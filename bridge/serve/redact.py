@@ -6,7 +6,7 @@ secrets from a text: each whole value, and any piece of one that is ``MIN_PIECE`
 longer, in the forms a server may quote it in (as is, URL-encoded, JSON-escaped). A masked form
 keeps only the short pieces the server already showed.
 
-The app applies it where text leaves: SSE frames (``bridge.serve.frames``), HTTP error bodies,
+The app applies it where text leaves: SSE frames (``bridge.serve.http.frames``), HTTP error bodies,
 ``/capabilities``, log records (``install_log_redaction``) and recordings, whose upstream bodies
 are bytes (``ByteStreamRedactor``).
 """

@@ -16,7 +16,7 @@ import pytest
 
 import llama_server
 from bridge.config import BridgeConfig
-from bridge.serve.app import create_app
+from bridge.serve.http.app import create_app
 from node_tools import npm_install, require_node
 from servers import serve
 

@@ -12,7 +12,7 @@ import pytest
 import llama_server
 from bridge.config import BridgeConfig
 from bridge.core.translate import DONE
-from bridge.serve.upstream import UpstreamClient
+from bridge.serve.upstream.client import UpstreamClient
 from helpers import CountedObservation
 from live_tools import DETERMINISTIC, llama
 

@@ -28,7 +28,7 @@ from bridge.core.parts import Part, Reasoning, Text, ToolCallDelta, Usage
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter, TagPair
 from bridge.core.text_tools.filter import TEXT_TOOL_FORMATS, TextToolCalls
 from bridge.core.upstream_url import suggested_upstream_url
-from bridge.serve.props import auto_reasoning_scope
+from bridge.serve.run.props import auto_reasoning_scope
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Harmony (gpt-oss) has no tags: its ``analysis`` channel is the reasoning.
@@ -219,7 +219,7 @@ def finish(
         warnings.insert(0, _failure(failed, key_env))
     flags = _flags(found)
     warnings += _advice(found, answers, template_takes_tools(props))
-    # What the default --reasoning-scope auto sends back to this server (bridge.serve.props).
+    # What the default --reasoning-scope auto sends back to this server (bridge.serve.run.props).
     scope, scope_reason = auto_reasoning_scope(props)
     command = ["agui-bridge", "serve", "--upstream-url", report["upstream"]]
     command += ["--model", report["model"] or "MODEL"]

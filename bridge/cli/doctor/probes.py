@@ -38,8 +38,8 @@ from bridge.core.errors import (
 )
 from bridge.core.translate import DONE
 from bridge.core.upstream_url import shown_url, upstream_url_hint
-from bridge.serve.request import build_chat_request, build_responses_request
-from bridge.serve.upstream import UpstreamClient
+from bridge.serve.run.request import build_chat_request, build_responses_request
+from bridge.serve.upstream.client import UpstreamClient
 
 _PLAIN_PROMPT = "Hello! Who are you? Answer in one short sentence."
 _TOOL_PROMPT = "What's the weather in Paris? Use the get_weather tool."

@@ -37,27 +37,27 @@ from starlette.types import Receive, Scope, Send
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
-from bridge.serve.approvals import new_secret
-from bridge.serve.capabilities import capabilities
-from bridge.serve.frames import ClientProtocol, FrameWriter, client_protocol
-from bridge.serve.mcp_apps import answer_widget
-from bridge.serve.mcp_tools import McpServer, McpStartError, start_mcp_servers
-from bridge.serve.observe import RunObservation, Telemetry
-from bridge.serve.props import UpstreamProps
-from bridge.serve.record import Recorder
+from bridge.serve.http.capabilities import capabilities
+from bridge.serve.http.frames import ClientProtocol, FrameWriter, client_protocol
+from bridge.serve.http.run_input import read_run_input
+from bridge.serve.http.stream import EventStreamResponse
+from bridge.serve.observe.observation import RunObservation, Telemetry
 from bridge.serve.redact import Redactor, install_log_redaction
-from bridge.serve.request import (
+from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
+from bridge.serve.run.props import UpstreamProps
+from bridge.serve.run.request import (
     build_chat_request,
     build_responses_request,
     configured_scope,
     served_models,
 )
-from bridge.serve.resume import Approvals, settle_approvals
-from bridge.serve.run import Prepare, ToolLoop, run_agent
-from bridge.serve.run_input import read_run_input
-from bridge.serve.stream import EventStreamResponse
-from bridge.serve.tools import ServerTools, python_tool
-from bridge.serve.upstream import UpstreamClient
+from bridge.serve.run.resume import Approvals, settle_approvals
+from bridge.serve.tools.approvals import new_secret
+from bridge.serve.tools.mcp_apps import answer_widget
+from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
+from bridge.serve.tools.server_tools import ServerTools, python_tool
+from bridge.serve.upstream.client import UpstreamClient
+from bridge.serve.upstream.record import Recorder
 
 logger = logging.getLogger("agui_bridge")
 
@@ -222,7 +222,7 @@ class Bridge:
         )
 
     def _proxied(self, run_input: RunAgentInput, value: Any, received: float) -> Response:
-        """A widget's request through a run (``bridge.serve.mcp_apps``): ``RUN_STARTED``,
+        """A widget's request through a run (``bridge.serve.tools.mcp_apps``): ``RUN_STARTED``,
         then ``RUN_FINISHED`` whose result is the MCP server's answer or the error."""
         self.active_runs += 1
         started = RunStartedEvent(
@@ -385,7 +385,7 @@ class Bridge:
         return Response(self.redactor.redact(body.decode()), media_type=content_type)
 
     async def describe(self, request: Request) -> Response:
-        """``GET /capabilities`` (``bridge.serve.capabilities``)."""
+        """``GET /capabilities`` (``bridge.serve.http.capabilities``)."""
         try:
             self._authorize(request)
             await self._start_for_request()

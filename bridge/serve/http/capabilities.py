@@ -18,8 +18,8 @@ from ag_ui.core import (
 
 from bridge import __version__
 from bridge.config import BridgeConfig
-from bridge.serve.frames import CLIENT_PROTOCOLS
-from bridge.serve.tools import ServerTools
+from bridge.serve.http.frames import CLIENT_PROTOCOLS
+from bridge.serve.tools.server_tools import ServerTools
 
 
 def capabilities(

@@ -54,7 +54,7 @@ from ag_ui.core import (
 from bridge.config import AguiProtocolSetting
 from bridge.core.encode import encode_event
 from bridge.serve.redact import Redactor, StreamRedactor
-from bridge.serve.tools import ServerToolResult
+from bridge.serve.tools.server_tools import ServerToolResult
 
 ClientProtocol = Literal["1.0", "0.0"]
 """The AG-UI line a client validates with: ``1.0`` (``@ag-ui/client`` 1.x) or ``0.0`` (0.0.x)."""
@@ -131,9 +131,9 @@ class FrameWriter:
     def frame(self, event: BaseEvent) -> str:
         kind = type(event)
         if kind is ServerToolResult:
-            # A server tool's result comes ready from bridge.serve.tools: redacted once there
-            # and, when big, encoded off the event loop (scanned and encoded again here, a
-            # 10 MB result held every stream for ~100 ms). No line shapes TOOL_CALL_RESULT.
+            # A server tool's result comes ready from bridge.serve.tools.server_tools: redacted
+            # once there and, when big, encoded off the event loop (scanned and encoded again
+            # here, a 10 MB result held every stream for ~100 ms). No line shapes TOOL_CALL_RESULT.
             assert isinstance(event, ServerToolResult)
             return event.frame
         redactor = self._redactor

@@ -24,7 +24,7 @@ _BURST_LIMIT = 64 * 1024
 class ReadBurst:
     """The frames made from one upstream network read, written to the client in one send.
 
-    The upstream reader (``upstream._LineLimit``) marks a read as begun when its bytes arrive
+    The upstream reader (``upstream.client._LineLimit``) marks a read as begun when its bytes arrive
     and calls ``end()`` before it waits for the next: that writes what the read produced. Frames
     made outside a read (``RUN_STARTED`` before the upstream answers, the run's end) are written
     at once, so batching never delays an event behind the network."""

@@ -27,7 +27,7 @@ from prometheus_client.exposition import choose_encoder
 from bridge import __version__
 
 if TYPE_CHECKING:
-    from bridge.serve.observe import RunObservation
+    from bridge.serve.observe.observation import RunObservation
 
 #: Distinct frontend tool names labelled as such; the client chooses them, so more are ``other``.
 MAX_FRONTEND_TOOLS = 100

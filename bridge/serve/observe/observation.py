@@ -1,6 +1,7 @@
 """What the bridge tells about its runs: Prometheus metrics (``--metrics``,
-``bridge.serve.metrics``), OpenTelemetry spans (``--otel``, ``bridge.serve.otel``, with the
-``otel`` extra) and one log line per run (README "Observability").
+``bridge.serve.observe.metrics``), OpenTelemetry spans (``--otel``,
+``bridge.serve.observe.otel``, with the ``otel`` extra) and one log line per run (README
+"Observability").
 
 A run's ``RunObservation`` gathers its facts where they happen: the response's batches
 (``sent``: the first event, the terminal one), each upstream request (``turn``: its answers,
@@ -32,8 +33,8 @@ from bridge.core.errors import BridgeError, UpstreamConnectionError, UpstreamHTT
 from bridge.core.translate import TurnOutcome
 
 if TYPE_CHECKING:  # imported only where they are used: metrics and tracing are optional
-    from bridge.serve.metrics import Metrics
-    from bridge.serve.otel import ChatSpan, RunSpan, ToolSpan, Tracing
+    from bridge.serve.observe.metrics import Metrics
+    from bridge.serve.observe.otel import ChatSpan, RunSpan, ToolSpan, Tracing
 
 #: One line per run, at INFO, on its own logger (route or silence it apart).
 run_logger = logging.getLogger("agui_bridge.runs")
@@ -67,11 +68,11 @@ class Telemetry:
         tracing is on, prometheus-client only with metrics."""
         metrics = tracing = None
         if config.metrics:
-            from bridge.serve.metrics import Metrics
+            from bridge.serve.observe.metrics import Metrics
 
             metrics = Metrics()
         if config.otel:
-            from bridge.serve.otel import Tracing
+            from bridge.serve.observe.otel import Tracing
 
             tracing = Tracing(
                 upstream_url=config.upstream_url, content=config.otel_content, redact=redact

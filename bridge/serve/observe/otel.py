@@ -42,7 +42,7 @@ from bridge.core.errors import BridgeError, UpstreamHTTPError
 from bridge.core.translate import TurnOutcome
 
 if TYPE_CHECKING:
-    from bridge.serve.observe import RunObservation, ToolOutcome
+    from bridge.serve.observe.observation import RunObservation, ToolOutcome
 
 AGENT_NAME = "agui-bridge"
 

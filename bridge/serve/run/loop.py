@@ -9,7 +9,7 @@ pending, after the turn's server calls ran), or the rounds run out.
 A call to a server tool under approval is not run: the turn's other server calls run, and the
 run ends with RUN_FINISHED whose outcome is an interrupt per waiting call. The next run answers
 them in ``resume``: the answered calls' results come first (the approved ones run), then the
-model's turn goes on as in the loop (``bridge.serve.resume``)."""
+model's turn goes on as in the loop (``bridge.serve.run.resume``)."""
 
 from __future__ import annotations
 
@@ -39,13 +39,13 @@ from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
-from bridge.serve.approvals import InterruptError, InterruptInvalidError, new_secret
-from bridge.serve.observe import RunObservation, Telemetry
-from bridge.serve.resume import Approvals, resumed_results
-from bridge.serve.stream import READ_BURST
-from bridge.serve.tools import ServerTools, with_after
-from bridge.serve.transcript import Transcript
-from bridge.serve.upstream import UpstreamClient
+from bridge.serve.http.stream import READ_BURST
+from bridge.serve.observe.observation import RunObservation, Telemetry
+from bridge.serve.run.resume import Approvals, resumed_results
+from bridge.serve.run.transcript import Transcript
+from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
+from bridge.serve.tools.server_tools import ServerTools, with_after
+from bridge.serve.upstream.client import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
 

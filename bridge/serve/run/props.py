@@ -28,8 +28,8 @@ from typing import Any
 
 from bridge.config import BridgeConfig
 from bridge.core.errors import BridgeError
-from bridge.serve.history import ReasoningScope
-from bridge.serve.request import configured_scope
+from bridge.serve.run.history import ReasoningScope
+from bridge.serve.run.request import configured_scope
 
 #: ``GET /props`` for a model: its JSON object, ``None`` for a server without one; raises
 #: ``BridgeError`` when it could not be read (``UpstreamClient.llama_cpp_props``).

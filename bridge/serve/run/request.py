@@ -11,7 +11,7 @@ from ag_ui.core import RunAgentInput
 
 from bridge.config import ANY_UPSTREAM_MODEL, FORWARDED_PARAMS, BridgeConfig
 from bridge.core.errors import InvalidRunInputError
-from bridge.serve.history import ReasoningScope, to_openai_messages, to_openai_tools
+from bridge.serve.run.history import ReasoningScope, to_openai_messages, to_openai_tools
 
 
 def build_chat_request(
@@ -24,7 +24,7 @@ def build_chat_request(
     """The streaming request for this run. ``forwardedProps`` may set only the allow-listed
     parameters (``FORWARDED_PARAMS``) and ``model`` among the configured models; anything else
     there is ignored, and nothing a client sends reaches the URL or the headers. ``scope``:
-    the reasoning scope ``auto`` resolved to (``bridge.serve.props``); without it, the
+    the reasoning scope ``auto`` resolved to (``bridge.serve.run.props``); without it, the
     configured one, ``auto`` read as ``current-turn``."""
     forwarded = _forwarded(run_input)
     model = _model(forwarded, config, upstream_models)
@@ -125,7 +125,7 @@ def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
 
 def configured_scope(config: BridgeConfig) -> ReasoningScope:
     """The reasoning scope before anything is read from the upstream: ``auto`` sends the turn
-    in progress until llama.cpp's ``/props`` says otherwise (``bridge.serve.props``)."""
+    in progress until llama.cpp's ``/props`` says otherwise (``bridge.serve.run.props``)."""
     return "current-turn" if config.reasoning_scope == "auto" else config.reasoning_scope
 
 

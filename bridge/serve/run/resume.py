@@ -1,6 +1,6 @@
 """Approvals inside runs (README "Approving tools"): the interrupt that ends a run whose model
 called a server tool under approval, the next run's ``resume`` that answers it, and the
-history as it goes upstream afterwards. The tokens and their checks are ``approvals.py``'s.
+history as it goes upstream afterwards. The tokens and their checks are ``tools/approvals.py``'s.
 
 A resumed run finds the waiting calls in the history the client sends back: the calls of tools
 under approval in the conversation's last assistant message with no result yet. CopilotKit's
@@ -33,15 +33,15 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from bridge.serve.approvals import (
+from bridge.serve.observe.observation import RunObservation
+from bridge.serve.tools.approvals import (
     Decision,
     decision_from,
     interrupt_for,
     read_resume,
     sign_interrupt,
 )
-from bridge.serve.observe import RunObservation
-from bridge.serve.tools import ServerTools
+from bridge.serve.tools.server_tools import ServerTools
 
 #: An answer longer than this is no approval payload (those are a few dozen bytes, or an edit).
 _MAX_APPROVAL_CHARS = 64 * 1024

@@ -27,10 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bridge.serve.tools import ToolError
+from bridge.serve.tools.server_tools import ToolError
 
 if TYPE_CHECKING:
-    from bridge.serve.mcp_tools import McpServer
+    from bridge.serve.tools.mcp_tools import McpServer
 
 logger = logging.getLogger("agui_bridge")
 

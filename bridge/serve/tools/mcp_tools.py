@@ -26,7 +26,8 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 from ag_ui.core import ActivitySnapshotEvent
 
 from bridge.core.emitter import random_id
-from bridge.serve.mcp_apps import (
+from bridge.serve.redact import redact_new_loggers, shown_target
+from bridge.serve.tools.mcp_apps import (
     ACTIVITY_TYPE,
     APP_MIME_TYPE,
     EXTENSION_ID,
@@ -37,8 +38,13 @@ from bridge.serve.mcp_apps import (
     server_hash,
     ui_of,
 )
-from bridge.serve.redact import redact_new_loggers, shown_target
-from bridge.serve.tools import TOOL_NAME, ServerTool, ToolError, ToolOutput, json_arguments
+from bridge.serve.tools.server_tools import (
+    TOOL_NAME,
+    ServerTool,
+    ToolError,
+    ToolOutput,
+    json_arguments,
+)
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -200,7 +206,7 @@ class McpServer:
             raise ToolError(f"the MCP server {self.name} failed: {_describe(exc)}") from exc
 
     async def proxied(self, request: ProxiedRequest, *, approved: bool) -> dict[str, Any]:
-        """A widget's request (``bridge.serve.mcp_apps``), answered by this server: its MCP
+        """A widget's request (``bridge.serve.tools.mcp_apps``), answered by this server: its MCP
         result as JSON. ``approved``: ``False`` for a tool under ``--approve`` (then only a
         tool its server lets its app call, ``visibility: ["app"]``, may be called).
         ``ProxyRefused`` for what a widget may not ask; ``ToolError`` when the server fails."""

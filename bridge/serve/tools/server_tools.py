@@ -2,11 +2,12 @@
 
 A ``ServerTool`` is a name, a description, a JSON schema and ``invoke(arguments) -> text``.
 Python callables become one with ``python_tool`` (the schema comes from the type hints and the
-docstring, through pydantic); MCP servers' tools with ``bridge.serve.mcp_tools``. ``ServerTools``
-holds them by name and runs a turn's calls: in parallel (at most ``max_parallel`` of a run at
-once), each with a timeout, each answered with a ``TOOL_CALL_RESULT`` the model can read (a
-failure too: never a traceback or a secret). A result is redacted once, here; a big one is
-made ready off the event loop (``ServerToolResult``).
+docstring, through pydantic); MCP servers' tools with ``bridge.serve.tools.mcp_tools``.
+``ServerTools`` holds them by name and runs a turn's calls: in parallel (at most
+``max_parallel`` of a run at once), each with a timeout, each answered with a
+``TOOL_CALL_RESULT`` the model can read (a failure too: never a traceback or a secret). A
+result is redacted once, here; a big one is made ready off the event loop
+(``ServerToolResult``).
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from ag_ui.core import BaseEvent, Tool, ToolCall, ToolCallResultEvent
 
 from bridge.core.emitter import IdFactory, random_id
 from bridge.core.encode import encode_event
-from bridge.serve.approvals import needs_approval
-from bridge.serve.history import tool_result_text
-from bridge.serve.observe import RunObservation, ToolOutcome
+from bridge.serve.observe.observation import RunObservation, ToolOutcome
 from bridge.serve.redact import MIN_PIECE
-from bridge.serve.sse import without_lone_surrogates
+from bridge.serve.run.history import tool_result_text
+from bridge.serve.tools.approvals import needs_approval
+from bridge.serve.upstream.sse import without_lone_surrogates
 
 logger = logging.getLogger("agui_bridge")
 
@@ -325,7 +326,7 @@ def with_after(result: ToolCallResultEvent) -> list[BaseEvent]:
 class ServerToolResult(ToolCallResultEvent):
     """A server tool's ``TOOL_CALL_RESULT``, made ready where it is made (``ready``): its content
     as the model reads it, redacted once, and its SSE frame (``frame``), which the frame
-    boundary sends as it is (``bridge.serve.frames``) instead of scanning and encoding a big
+    boundary sends as it is (``bridge.serve.http.frames``) instead of scanning and encoding a big
     text again on the event loop."""
 
     _frame: str = pydantic.PrivateAttr(default="")

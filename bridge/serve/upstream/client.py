@@ -30,10 +30,10 @@ from bridge.core.errors import (
     UpstreamTruncatedError,
 )
 from bridge.core.upstream_url import shown_url, upstream_url_hint
-from bridge.serve.observe import TurnObservation
-from bridge.serve.sse import chunk_from_sse, without_lone_surrogates
-from bridge.serve.stream import READ_BURST
-from bridge.serve.transport import (
+from bridge.serve.http.stream import READ_BURST
+from bridge.serve.observe.observation import TurnObservation
+from bridge.serve.upstream.sse import chunk_from_sse, without_lone_surrogates
+from bridge.serve.upstream.transport import (
     TRANSPORT_ERRORS,
     TransportWrapper,
     client_class,
@@ -217,7 +217,7 @@ class UpstreamClient:
         return self._models[1]
 
     async def llama_cpp_props(self, model: str | None = None) -> dict[str, Any] | None:
-        """llama.cpp's ``GET /props``, read now (``bridge.serve.props`` caches it), for
+        """llama.cpp's ``GET /props``, read now (``bridge.serve.run.props`` caches it), for
         ``model``: llama.cpp's router answers for that model, a single-model server ignores the
         query. ``None`` for a server without it (HTTP 404 or 405, not a JSON object). Raises
         ``BridgeError`` when it could not be read: no connection, a timeout, another HTTP error

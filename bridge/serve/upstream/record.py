@@ -20,7 +20,7 @@ seconds since the run began (monotonic clock):
   found whole. A body that fails to decode is kept as it came from the read that failed;
 - ``end``: ``exchange``; ``complete`` (the body was read to its end; false when the bridge stopped
   reading, after ``[DONE]`` say) and ``error`` (how the connection failed, or null; then ``kind``,
-  as ``bridge.serve.transport.failure_kind`` reads it: ``closed``, ``read_timeout``, …);
+  as ``bridge.serve.upstream.transport.failure_kind`` reads it: ``closed``, ``read_timeout``, …);
 - ``error``: ``exchange``, ``error`` and ``kind``: the request failed before any answer
   (``connect``, ``connect_timeout``, …);
 - ``event``: one AG-UI ``event`` the bridge sent its client, as it went out (after the client's
@@ -68,7 +68,7 @@ from bridge import __version__
 from bridge.config import BridgeConfig
 from bridge.core.upstream_url import shown_url
 from bridge.serve.redact import ByteStreamRedactor, Redactor, shown_target
-from bridge.serve.transport import failure_kind
+from bridge.serve.upstream.transport import failure_kind
 
 FORMAT = "agui-bridge-record/2"
 #: The formats ``agui-bridge replay`` reads: 1 kept compressed reads as they came.
