@@ -12,7 +12,8 @@ import os
 
 from starlette.applications import Starlette
 
-from bridge.serve.http.app import Bridge, create_app, mount
+from bridge.serve.http.app import create_app, mount
+from bridge.serve.http.bridge import Bridge
 
 __all__ = ["Bridge", "create_app", "from_env", "mount"]
 

@@ -22,8 +22,8 @@ from starlette.routing import Route
 
 from bridge.cli.options import otel_requested
 from bridge.serve.http.app import create_app as create_bridge
+from bridge.serve.observe import JsonFormatter
 from bridge.serve.observe.metrics import MAX_FRONTEND_TOOLS, Metrics
-from bridge.serve.observe.observation import JsonFormatter
 from servers import (
     TOOLS,
     free_port,

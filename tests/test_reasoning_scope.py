@@ -30,7 +30,8 @@ from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording, serve_command
 from bridge.cli.settings import config_from_env, serve_config
 from bridge.config import BridgeConfig
-from bridge.serve.http.app import Bridge, create_app
+from bridge.serve.http.app import create_app
+from bridge.serve.http.bridge import Bridge
 from bridge.serve.run.props import PROPS_RETRY, PROPS_TTL
 from servers import free_port, post, run_input, serve
 

@@ -32,7 +32,8 @@ from starlette.types import Receive, Scope, Send
 
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
-from bridge.serve.http.app import Bridge, create_app
+from bridge.serve.http.app import create_app
+from bridge.serve.http.bridge import Bridge
 from faulty_upstream import (
     TEXT,
     FaultyUpstream,

@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -25,8 +26,10 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import bridge
-from bridge.serve.http.app import Bridge, mount
-from bridge.serve.observe.observation import JsonFormatter
+from bridge.serve.http.app import mount
+from bridge.serve.http.bridge import Bridge
+from bridge.serve.http.scrape import scrape
+from bridge.serve.observe import JsonFormatter
 
 #: The built demo page, inside the package so that the wheel carries it (``make demo`` or
 #: ``npm run build`` in web-demo/ writes it in a checkout).
@@ -107,7 +110,7 @@ def server_for(
     home: BaseRoute = page if page is not None else Route("/", _index)
     agent: Bridge = app.state.bridge
     if agent.config.metrics:  # where scrapers look first, as well as /agent/metrics
-        extra = [Route("/metrics", agent.metrics, methods=["GET"]), *extra]
+        extra = [Route("/metrics", partial(scrape, agent), methods=["GET"]), *extra]
     routes: list[BaseRoute] = [*mount("/agent", app), *extra, home]
     parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
     config = uvicorn.Config(

@@ -1,4 +1,6 @@
-"""``GET /capabilities``: what this bridge is and serves, as AG-UI's ``AgentCapabilities``."""
+"""``GET /capabilities``: what this bridge is and serves, as AG-UI's ``AgentCapabilities``: its
+models, client protocols, server tools and reasoning settings (with llama.cpp, what its
+``/props`` says of the chat template)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,33 @@ from ag_ui.core import (
     ToolsCapabilities,
     TransportCapabilities,
 )
+from starlette.requests import Request
+from starlette.responses import Response
 
 from bridge import __version__
 from bridge.config import BridgeConfig
+from bridge.core.errors import InvalidRunInputError
+from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import CLIENT_PROTOCOLS
+from bridge.serve.run.request import served_models
 from bridge.serve.tools.server_tools import ServerTools
+
+
+async def describe(bridge: Bridge, request: Request) -> Response:
+    try:
+        bridge.authorize(request)
+        await bridge.start_for_request()
+    except InvalidRunInputError as exc:
+        return bridge.refused(exc)
+    config, props = bridge.config, bridge.upstream_props
+    described = capabilities(
+        config,
+        bridge.tools,
+        served_models(config, await bridge.upstream_models()),
+        await props.props(config.model),
+        await props.reasoning_scope(config.model),
+    )
+    return bridge.json_response(described)
 
 
 def capabilities(

@@ -10,7 +10,6 @@ names, ``other`` after; ``code`` is one of the bridge's error codes.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from ag_ui.core import TokenUsage
 from prometheus_client import (
@@ -25,9 +24,7 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from bridge import __version__
-
-if TYPE_CHECKING:
-    from bridge.serve.observe.observation import RunObservation
+from bridge.serve.observe.facts import RunFacts
 
 #: Distinct frontend tool names labelled as such; the client chooses them, so more are ``other``.
 MAX_FRONTEND_TOOLS = 100
@@ -175,7 +172,7 @@ class Metrics:
         self.runs_started.labels(model).inc()
         self.runs_in_flight.labels(model).inc()
 
-    def run_ended(self, run: RunObservation, duration: float, *, disconnected: bool) -> None:
+    def run_ended(self, run: RunFacts, duration: float, *, disconnected: bool) -> None:
         model = run.model
         self.runs_in_flight.labels(model).dec()
         self.runs_ended.labels(model, run.outcome, run.code).inc()

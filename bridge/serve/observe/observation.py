@@ -12,13 +12,9 @@ one comparison: the rest is per batch, per request or per run.
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import (
     BaseEvent,
@@ -31,18 +27,12 @@ from ag_ui.core import (
 from bridge.config import BridgeConfig, LogFormat
 from bridge.core.errors import BridgeError, UpstreamConnectionError, UpstreamHTTPError
 from bridge.core.translate import TurnOutcome
+from bridge.serve.observe.facts import RunFacts, ToolOutcome
+from bridge.serve.observe.log import log_proxied, log_run
 
 if TYPE_CHECKING:  # imported only where they are used: metrics and tracing are optional
     from bridge.serve.observe.metrics import Metrics
     from bridge.serve.observe.otel import ChatSpan, RunSpan, ToolSpan, Tracing
-
-#: One line per run, at INFO, on its own logger (route or silence it apart).
-run_logger = logging.getLogger("agui_bridge.runs")
-
-Outcome = Literal["finished", "error", "cancelled", "interrupted"]
-ToolOutcome = Literal[
-    "ok", "error", "timeout", "cancelled", "awaiting_approval", "rejected", "handed_off"
-]
 
 
 class Telemetry:
@@ -109,26 +99,10 @@ class Telemetry:
         """An MCP App widget's request answered (a run of its own kind: no model, no turn)."""
         if self.metrics is not None:
             self.metrics.proxied(server, method, outcome)
-        run_logger.info(
-            "proxied MCP request server=%s method=%s outcome=%s duration_ms=%.1f",
-            server,
-            method,
-            outcome,
-            duration * 1000,
-            extra={
-                "agui_run": {
-                    "event": "proxied_mcp_request",
-                    "server": server,
-                    "method": method,
-                    "outcome": outcome,
-                    "duration_ms": round(duration * 1000, 1),
-                    "pid": os.getpid(),
-                }
-            },
-        )
+        log_proxied(server, method, outcome, duration)
 
 
-class RunObservation:
+class RunObservation(RunFacts):
     """One run's facts, gathered as it goes and told once it ends (``end``)."""
 
     def __init__(
@@ -142,21 +116,11 @@ class RunObservation:
         received: float,
         headers: Mapping[str, str],
     ) -> None:
+        super().__init__(
+            thread_id=thread_id, run_id=run_id, model=model, protocol=protocol, received=received
+        )
         self._telemetry = telemetry
         self.metrics = telemetry.metrics
-        self.thread_id = thread_id
-        self.run_id = run_id
-        self.model = model
-        self.protocol = protocol
-        self.received = received
-        self.first_event: float | None = None
-        self.time_to_first_token: float | None = None  # the run's first upstream output
-        self.outcome: Outcome = "cancelled"  # until a terminal event is sent
-        self.code = ""
-        self.tokens = {"input": 0, "output": 0, "reasoning": 0, "cached_input": 0}
-        self.tool_calls = 0
-        self.upstream_requests = 0
-        self.upstream_retries = 0
         self.span: RunSpan | None = None
         if telemetry.tracing is not None:
             self.span = telemetry.tracing.run(
@@ -210,45 +174,7 @@ class RunObservation:
             metrics.run_ended(self, duration, disconnected=disconnected)
         if self.span is not None:
             self.span.end(self)
-        self._log(duration, bytes_sent)
-
-    def _log(self, duration: float, bytes_sent: int) -> None:
-        if not run_logger.isEnabledFor(logging.INFO):
-            return
-        redact = self._telemetry.redact
-        ttft = self.time_to_first_token
-        fields: dict[str, Any] = {
-            "event": "run",
-            "thread": redact(self.thread_id),
-            "run": redact(self.run_id),
-            "model": self.model,
-            "protocol": self.protocol,
-            "outcome": self.outcome,
-            "code": self.code or None,
-            "duration_ms": round(duration * 1000, 1),
-            "ttft_ms": None if ttft is None else round(ttft * 1000, 1),
-            "tokens_in": self.tokens["input"],
-            "tokens_out": self.tokens["output"],
-            "tokens_reasoning": self.tokens["reasoning"],
-            "tool_calls": self.tool_calls,
-            "upstream_requests": self.upstream_requests,
-            "bytes_sent": bytes_sent,
-            "pid": os.getpid(),  # the worker, with serve --workers
-        }
-        if self._telemetry.log_format == "json":
-            line = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-        else:
-            line = "run " + " ".join(
-                f"{key}={'-' if value is None else _quoted(value)}"
-                for key, value in fields.items()
-                if key != "event"
-            )
-        run_logger.info("%s", line, extra={"agui_run": fields})
-
-
-def _quoted(value: object) -> str:
-    text = str(value)
-    return json.dumps(text) if not text or any(c in text for c in ' "=\n') else text
+        log_run(self, duration, bytes_sent, self._telemetry.redact, self._telemetry.log_format)
 
 
 class TurnObservation:
@@ -348,29 +274,3 @@ class ToolObservation:
             run.metrics.tool_duration(self.name, time.perf_counter() - self.started)
         if self.span is not None:
             self.span.end(outcome, result)
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per log line: ``time``, ``level``, ``logger``, then the run line's
-    fields or the ``message`` (and its ``exception``). ``serve --log-format json`` puts it on
-    every logger of the bridge's and uvicorn's."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__()  # uvicorn's formats and colours do not apply
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-        }
-        run = getattr(record, "agui_run", None)
-        if isinstance(run, dict):
-            fields.update(run)
-        else:
-            fields["message"] = record.getMessage()
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            fields["exception"] = record.exc_text
-        return json.dumps(fields, ensure_ascii=False, default=str)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 try:
@@ -40,9 +40,7 @@ from ag_ui.core import ToolCall
 from bridge import __version__
 from bridge.core.errors import BridgeError, UpstreamHTTPError
 from bridge.core.translate import TurnOutcome
-
-if TYPE_CHECKING:
-    from bridge.serve.observe.observation import RunObservation, ToolOutcome
+from bridge.serve.observe.facts import RunFacts, ToolOutcome
 
 AGENT_NAME = "agui-bridge"
 
@@ -164,7 +162,7 @@ class RunSpan:
         )
         return ToolSpan(span, self.content, self._tracing.redact)
 
-    def end(self, run: RunObservation) -> None:
+    def end(self, run: RunFacts) -> None:
         span = self._span
         span.set_attribute("agui.run.outcome", run.outcome)
         for kind, name in _USAGE.items():

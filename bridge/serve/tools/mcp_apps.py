@@ -1,7 +1,7 @@
 """MCP Apps (README "Generative UI (MCP Apps)"): tools of our MCP servers that bring a UI.
 
 Such a tool declares ``_meta.ui.resourceUri`` (older servers: ``_meta["ui/resourceUri"]``), a
-``ui://`` HTML resource the frontend shows in a sandboxed iframe. Two things happen here:
+``ui://`` HTML resource the frontend shows in a sandboxed iframe. Two things happen:
 
 - **After the tool runs** (a model's call, run like any server tool): an ``ACTIVITY_SNAPSHOT``
   of type ``mcp-apps`` follows its ``TOOL_CALL_RESULT``, with the whole MCP result, the
@@ -9,8 +9,9 @@ Such a tool declares ``_meta.ui.resourceUri`` (older servers: ``_meta["ui/resour
   ``@ag-ui/mcp-apps-middleware`` sends it and CopilotKit's ``MCPAppsActivityRenderer`` reads it.
 - **The widget's requests** come back as runs whose ``forwardedProps.__proxiedMCPRequest``
   names the server and one of four methods (``resources/read``, ``tools/call``,
-  ``notifications/message``, ``ping``): answered here, without the model, by ``RUN_STARTED``
-  then ``RUN_FINISHED`` whose ``result`` is the MCP result, or an error the widget can tell
+  ``notifications/message``, ``ping``): read here (``proxied_request``), answered by the HTTP
+  face (``bridge.serve.http.widgets``) without the model, by ``RUN_STARTED`` then
+  ``RUN_FINISHED`` whose ``result`` is the MCP result, or an error the widget can tell
   (``{error, isError: true, content: [text]}``).
 
 A widget may read only ``ui://`` resources and call only tools its server lists; a tool under
@@ -20,17 +21,14 @@ the app calls it; a click in the widget is then the person's approval).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bridge.serve.tools.server_tools import ToolError
-
 if TYPE_CHECKING:
-    from bridge.serve.tools.mcp_tools import McpServer
+    pass
 
 logger = logging.getLogger("agui_bridge")
 
@@ -134,48 +132,3 @@ def proxied_request(value: Any) -> ProxiedRequest:
         method,
         dict(params),
     )
-
-
-async def answer_widget(
-    value: Any, servers: Sequence[McpServer], waits: Callable[[str], bool], *, call_timeout: float
-) -> tuple[dict[str, Any], str, str, str]:
-    """A widget's request answered: the result (the MCP server's, or ``error_result``), its
-    server and method as metrics label them (only ours, only the four: else ``unknown``), and
-    how it went (``ok``, ``refused``, ``error``). ``waits``: whether a server tool (by the name
-    it is offered under) waits for approval."""
-    server_name, method = "unknown", "unknown"
-    try:
-        request = proxied_request(value)
-        method = request.method
-        server = _named_server(request, servers)
-        server_name = server.name
-        name = request.params.get("name")
-        approved = not (
-            method == "tools/call" and isinstance(name, str) and waits(server.tool_name(name))
-        )
-        result = await asyncio.wait_for(server.proxied(request, approved=approved), call_timeout)
-        return result, server_name, method, "ok"
-    except ProxyRefused as exc:
-        return error_result(str(exc)), server_name, method, "refused"
-    except TimeoutError:
-        message = f"the MCP server did not answer within {call_timeout:g} s"
-        return error_result(message), server_name, method, "error"
-    except ToolError as exc:
-        return error_result(str(exc)), server_name, method, "error"
-    except Exception:  # a bug of ours: the widget gets a clean error, the log the traceback
-        logger.exception("a widget's MCP request failed")
-        return error_result("the bridge failed on this request"), server_name, method, "error"
-
-
-def _named_server(request: ProxiedRequest, servers: Sequence[McpServer]) -> McpServer:
-    """The MCP server a widget names, by its id (our ``--mcp`` name) or its hash; both, if
-    given, must be the same server's."""
-    for server in servers:
-        if request.server_id:
-            hash_agrees = not request.server_hash or request.server_hash == server.hash
-            if request.server_id == server.name and hash_agrees:
-                return server
-        elif request.server_hash and request.server_hash == server.hash:
-            return server
-    named = request.server_id or request.server_hash or "none named"
-    raise ProxyRefused(f"unknown MCP server: {named}")

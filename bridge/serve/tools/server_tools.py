@@ -33,7 +33,8 @@ from ag_ui.core import BaseEvent, Tool, ToolCall, ToolCallResultEvent
 
 from bridge.core.emitter import IdFactory, random_id
 from bridge.core.encode import encode_event
-from bridge.serve.observe.observation import RunObservation, ToolOutcome
+from bridge.serve.observe.facts import ToolOutcome
+from bridge.serve.observe.observation import RunObservation
 from bridge.serve.redact import MIN_PIECE
 from bridge.serve.run.history import tool_result_text
 from bridge.serve.tools.approvals import needs_approval

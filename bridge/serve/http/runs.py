@@ -1,0 +1,140 @@
+"""``POST /``: a run. Authorised and admitted, its ``RunAgentInput`` read, its tool loop
+assembled (the server tools offered beside the frontend's, how each turn's request is built),
+then its events streamed as frames for the client's protocol, recorded with ``--record``.
+
+An MCP App widget's request comes the same way, as a run whose ``forwardedProps`` carries it:
+it is answered by ``widgets``, without the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from ag_ui.core import Message, RunAgentInput
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from bridge.core.errors import InvalidRunInputError
+from bridge.serve.http import widgets
+from bridge.serve.http.bridge import Bridge
+from bridge.serve.http.frames import ClientProtocol, FrameWriter, client_protocol
+from bridge.serve.http.run_input import read_run_input
+from bridge.serve.http.stream import EventStreamResponse
+from bridge.serve.observe.observation import RunObservation
+from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
+from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
+from bridge.serve.run.resume import settle_approvals
+
+
+async def run(bridge: Bridge, request: Request) -> Response:
+    received = time.perf_counter()
+    try:
+        bridge.authorize(request)
+        bridge.admit()
+        run_input = await read_run_input(request, bridge.config)
+        await bridge.start_for_request()
+        proxied = widgets.proxied_request_of(run_input)
+        if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
+            return widgets.answer(bridge, run_input, proxied, received)
+        loop, prepare = _tool_loop(bridge, run_input, await bridge.upstream_models())
+        body = loop.build(run_input.messages)
+    except ClientDisconnect:
+        bridge.telemetry.refused(400, "client_disconnected")
+        return Response(status_code=400)  # gone while sending its body: nobody to answer
+    except InvalidRunInputError as exc:
+        return bridge.refused(exc)
+    protocol = client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
+    observe = bridge.telemetry.run(
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        model=str(body["model"]),
+        protocol=protocol,
+        received=received,
+        headers=request.headers,
+    )
+    frames = _frames(bridge, run_input, body, loop, protocol, observe, prepare)
+    if bridge.recorder is not None:
+        frames = bridge.recorder.recorded(run_input, frames)
+
+    def ended(response: EventStreamResponse) -> None:
+        observe.end(
+            bytes_sent=response.bytes_sent,
+            disconnected=response.client_gone,
+            stopped=response.stopped,
+        )
+        bridge.upstream_props.run_ended(observe.code, observe.upstream_retries)
+
+    return bridge.event_stream(frames, ended)
+
+
+def _tool_loop(
+    bridge: Bridge, run_input: RunAgentInput, upstream_models: list[str]
+) -> tuple[ToolLoop, Prepare | None]:
+    """The run's server tools, offered beside the frontend's, and how to build each of its
+    requests (the first from the client's messages, the next with the turns since); and,
+    with ``--reasoning-scope auto``, what sets the scope once the run has begun: llama.cpp's
+    ``/props`` is read after RUN_STARTED, which goes before the upstream is asked anything.
+    The first build, which checks the input, sends back the turn in progress."""
+    config, tools = bridge.config, bridge.tools
+    frontend = run_input.tools or []
+    taken = [tool.name for tool in frontend if tool.name in tools]
+    if taken:
+        raise InvalidRunInputError(
+            f"the frontend's tool {taken[0]!r} has the name of a server tool of this bridge"
+        )
+    offered = run_input
+    if tools:
+        offered = run_input.model_copy(update={"tools": [*frontend, *tools.definitions()]})
+    build_request = (
+        build_responses_request if config.upstream_api == "responses" else build_chat_request
+    )
+
+    waits = tools.waits
+    scope = [configured_scope(config)]
+
+    def build(messages: Sequence[Message]) -> dict[str, Any]:
+        conversation = offered
+        settled = settle_approvals(messages, waits)
+        if settled is not run_input.messages:
+            conversation = offered.model_copy(update={"messages": list(settled)})
+        return build_request(conversation, config, upstream_models, scope=scope[0])
+
+    async def prepare(body: dict[str, Any]) -> dict[str, Any]:
+        resolved = await bridge.upstream_props.reasoning_scope(str(body["model"]))
+        if resolved == scope[0]:
+            return body
+        scope[0] = resolved
+        return build(run_input.messages)
+
+    loop = ToolLoop(tools, build, config.max_tool_rounds, bridge.approvals)
+    return loop, prepare if config.reasoning_scope == "auto" else None
+
+
+async def _frames(
+    bridge: Bridge,
+    run_input: RunAgentInput,
+    body: dict[str, Any],
+    loop: ToolLoop,
+    protocol: ClientProtocol,
+    observe: RunObservation,
+    prepare: Prepare | None,
+) -> AsyncGenerator[str, None]:
+    config = bridge.config
+    writer = FrameWriter(bridge.redactor, protocol)
+    run = run_agent(
+        run_input,
+        body,
+        bridge.upstream,
+        config.translate_for(body["model"]),
+        api=config.upstream_api,
+        loop=loop if bridge.tools else None,
+        observe=observe,
+        prepare=prepare,
+    )
+    async with aclosing(run) as batches:
+        async for batch in batches:
+            observe.sent(batch)
+            yield writer.frames(batch)

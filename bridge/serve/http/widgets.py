@@ -1,0 +1,101 @@
+"""A widget's proxied request (README "Generative UI (MCP Apps)"): a run whose
+``forwardedProps.__proxiedMCPRequest`` names one of our MCP servers and one of four methods,
+answered without the model: ``RUN_STARTED``, then ``RUN_FINISHED`` whose ``result`` is the MCP
+server's answer, or an error the widget can tell (``tools.mcp_apps`` says what a widget may
+ask)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
+
+from ag_ui.core import PROTOCOL_VERSION, RunAgentInput, RunFinishedEvent, RunStartedEvent
+from starlette.responses import Response
+
+from bridge.serve.http.bridge import Bridge
+from bridge.serve.http.frames import FrameWriter, client_protocol
+from bridge.serve.tools.mcp_apps import ProxiedRequest, ProxyRefused, error_result, proxied_request
+from bridge.serve.tools.mcp_tools import McpServer
+from bridge.serve.tools.server_tools import ToolError
+
+logger = logging.getLogger("agui_bridge")
+
+
+def proxied_request_of(run_input: RunAgentInput) -> Any:
+    """``forwardedProps.__proxiedMCPRequest``, if the run is an MCP App widget's request."""
+    props = run_input.forwarded_props
+    return props.get("__proxiedMCPRequest") if isinstance(props, dict) else None
+
+
+def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float) -> Response:
+    """The widget's request answered as a run of its own: ``RUN_STARTED`` at once, then
+    ``RUN_FINISHED`` with the MCP server's answer or the error."""
+    started = RunStartedEvent(
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        protocol_version=PROTOCOL_VERSION,  # as every run's (the 0.0 lines get it left out)
+    )
+    writer = FrameWriter(
+        bridge.redactor, client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
+    )
+
+    async def frames() -> AsyncGenerator[str, None]:
+        yield writer.frames([started])
+        result, server, method, outcome = await answer_widget(
+            value, bridge.mcp_servers, bridge.tools.waits, call_timeout=bridge.config.tool_timeout
+        )
+        finished = RunFinishedEvent(
+            thread_id=run_input.thread_id, run_id=run_input.run_id, result=result
+        )
+        bridge.telemetry.proxied(server, method, outcome, time.perf_counter() - received)
+        yield writer.frames([finished])
+
+    return bridge.event_stream(frames())
+
+
+async def answer_widget(
+    value: Any, servers: Sequence[McpServer], waits: Callable[[str], bool], *, call_timeout: float
+) -> tuple[dict[str, Any], str, str, str]:
+    """A widget's request answered: the result (the MCP server's, or ``error_result``), its
+    server and method as metrics label them (only ours, only the four: else ``unknown``), and
+    how it went (``ok``, ``refused``, ``error``). ``waits``: whether a server tool (by the name
+    it is offered under) waits for approval."""
+    server_name, method = "unknown", "unknown"
+    try:
+        request = proxied_request(value)
+        method = request.method
+        server = _named_server(request, servers)
+        server_name = server.name
+        name = request.params.get("name")
+        approved = not (
+            method == "tools/call" and isinstance(name, str) and waits(server.tool_name(name))
+        )
+        result = await asyncio.wait_for(server.proxied(request, approved=approved), call_timeout)
+        return result, server_name, method, "ok"
+    except ProxyRefused as exc:
+        return error_result(str(exc)), server_name, method, "refused"
+    except TimeoutError:
+        message = f"the MCP server did not answer within {call_timeout:g} s"
+        return error_result(message), server_name, method, "error"
+    except ToolError as exc:
+        return error_result(str(exc)), server_name, method, "error"
+    except Exception:  # a bug of ours: the widget gets a clean error, the log the traceback
+        logger.exception("a widget's MCP request failed")
+        return error_result("the bridge failed on this request"), server_name, method, "error"
+
+
+def _named_server(request: ProxiedRequest, servers: Sequence[McpServer]) -> McpServer:
+    """The MCP server a widget names, by its id (our ``--mcp`` name) or its hash; both, if
+    given, must be the same server's."""
+    for server in servers:
+        if request.server_id:
+            hash_agrees = not request.server_hash or request.server_hash == server.hash
+            if request.server_id == server.name and hash_agrees:
+                return server
+        elif request.server_hash and request.server_hash == server.hash:
+            return server
+    named = request.server_id or request.server_hash or "none named"
+    raise ProxyRefused(f"unknown MCP server: {named}")
