@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml
 lint: $(STAMP) $(WEB_DEMO_DEPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/lint-imports  # the layers: cli → serve → config → core; the core does no I/O
+	$(BIN)/lint-imports  # the layers (cli → serve → config → core), serve's rooms and their files, no circles; the core does no I/O
 	cd web-demo && npm run typecheck
 
 typecheck: $(STAMP)

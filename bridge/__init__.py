@@ -40,14 +40,14 @@ from bridge.core.translate import (
 if TYPE_CHECKING:
     from bridge.config import BridgeConfig
     from bridge.serve.http.app import create_app, mount
-    from bridge.serve.tools.server_tools import requires_approval
+    from bridge.serve.tools.python_tools import requires_approval
 
 #: Names of the serving layer, imported when first asked for: the core alone needs no Starlette.
 _LAZY = {
     "BridgeConfig": "bridge.config",
     "create_app": "bridge.serve.http.app",
     "mount": "bridge.serve.http.app",
-    "requires_approval": "bridge.serve.tools.server_tools",
+    "requires_approval": "bridge.serve.tools.python_tools",
 }
 
 

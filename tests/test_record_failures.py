@@ -22,7 +22,8 @@ from bridge.cli.demo import create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
 from bridge.serve.redact import Redactor
-from bridge.serve.upstream.record import Recorder, RunRecord
+from bridge.serve.upstream.record import Recorder
+from bridge.serve.upstream.recording import RunRecord
 from servers import ASK_TOOLS, TOOLS, post, run_input, scripted_config, serve
 
 STOPPED = "recording stopped for this run"

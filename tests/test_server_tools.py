@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from bridge.cli.demo import SCRIPTED_MODELS
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
-from bridge.serve.tools.server_tools import python_tool, result_text
+from bridge.serve.tools.python_tools import python_tool, result_text
 from servers import (
     TOOLS,
     joined,

@@ -26,9 +26,8 @@ from bridge.config import BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.serve.http.app import create_app
 from bridge.serve.redact import MASK, Redactor
-from bridge.serve.run.history import tool_result_text
-from bridge.serve.tools import server_tools as tools_module
-from bridge.serve.tools.server_tools import ServerToolResult
+from bridge.serve.tools import results as tools_module
+from bridge.serve.tools.results import ServerToolResult, tool_result_text
 from servers import post, run_input, serve
 
 SECRET = "sk-test-tool-limits-0123456789abcdef"

@@ -44,7 +44,8 @@ from starlette.types import Receive, Scope, Send
 from bridge import __version__
 from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, KNOWN_REASONING_TAGS
 from bridge.serve.redact import MASK
-from bridge.serve.upstream.record import READABLE_FORMATS, request_body
+from bridge.serve.upstream.record import READABLE_FORMATS
+from bridge.serve.upstream.recording import request_body
 
 #: Response headers that describe the recorded connection, not the answer: the replay's own
 #: server sets them for its connection.

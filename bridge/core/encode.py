@@ -8,7 +8,9 @@ pins the two to the same bytes.
 
 from __future__ import annotations
 
+import re
 from json.encoder import encode_basestring
+from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
@@ -44,3 +46,20 @@ def encode_event(event: BaseEvent) -> str:
 def _plain(event: BaseEvent) -> bool:
     # Only the fields we set ourselves: no timestamp, raw event, metadata, subagent or extras.
     return event.model_fields_set <= _PLAIN and not event.model_extra
+
+
+# A lone UTF-16 surrogate: JSON can escape one ("\\ud800"), UTF-8 cannot encode it (json.loads
+# joins a valid escaped pair into one code point: any surrogate left is a lone one).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """Replace lone UTF-16 surrogates (JSON ``"\\ud800"`` escapes) with U+FFFD: they cannot be
+    written as UTF-8, so one would break the event stream for everything after it."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {key: without_lone_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(item) for item in value]
+    return value

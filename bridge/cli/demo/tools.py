@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bridge.serve.tools.server_tools import requires_approval
+from bridge.serve.tools.python_tools import requires_approval
 
 
 def get_time() -> str:

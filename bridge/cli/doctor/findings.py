@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from bridge.cli.doctor.answer import Answer
 from bridge.cli.doctor.llamacpp import (
     MODEL_CALLED_NONE,
     reasoning_format,
@@ -33,36 +34,6 @@ from bridge.serve.run.props import auto_reasoning_scope
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Harmony (gpt-oss) has no tags: its ``analysis`` channel is the reasoning.
 HARMONY_REASONING: TagPair = ("<|channel|>analysis<|message|>", "<|end|>")
-
-
-@dataclass
-class Answer:
-    """One probe request: what it read, or the error that ended it."""
-
-    name: str
-    path: str
-    method: str = "POST"
-    chunks: list[dict[str, Any] | str] = field(default_factory=list)
-    error: BridgeError | None = None
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "probe": self.name,
-            "method": self.method,
-            "path": self.path,
-            "ok": self.ok,
-            "ms": round(self.seconds * 1000),
-        }
-        if self.error is not None:
-            out.update(code=self.error.code, message=self.error.message)
-            if isinstance(self.error, UpstreamConnectionError) and self.error.reason:
-                out["reason"] = self.error.reason
-        return out
 
 
 @dataclass

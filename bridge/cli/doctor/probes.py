@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 import httpx
 from ag_ui.core import RunAgentInput
 
+from bridge.cli.doctor.answer import Answer
 from bridge.cli.doctor.findings import (
     DEFAULT_KEY_ENV,
-    Answer,
     delta_fields,
     finish,
     key_refused,

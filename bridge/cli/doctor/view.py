@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ag_ui.core import BaseEvent, EventType
 
+from bridge.cli.doctor.answer import Answer
 from bridge.core.errors import BridgeError
 from bridge.core.translate import ChatStreamTranslator, TranslateOptions
-
-if TYPE_CHECKING:
-    from bridge.cli.doctor.findings import Answer
 
 #: The tool the doctor offers and asks for (an AG-UI tool).
 PROBE_TOOL: dict[str, Any] = {

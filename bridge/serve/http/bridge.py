@@ -28,7 +28,8 @@ from bridge.serve.run.props import UpstreamProps
 from bridge.serve.run.resume import Approvals
 from bridge.serve.tools.approvals import new_secret
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
-from bridge.serve.tools.server_tools import ServerTools, python_tool
+from bridge.serve.tools.python_tools import python_tool
+from bridge.serve.tools.server_tools import ServerTools
 from bridge.serve.upstream.client import UpstreamClient
 from bridge.serve.upstream.record import Recorder
 

@@ -54,7 +54,7 @@ from ag_ui.core import (
 from bridge.config import AguiProtocolSetting
 from bridge.core.encode import encode_event
 from bridge.serve.redact import Redactor, StreamRedactor
-from bridge.serve.tools.server_tools import ServerToolResult
+from bridge.serve.tools.results import ServerToolResult
 
 ClientProtocol = Literal["1.0", "0.0"]
 """The AG-UI line a client validates with: ``1.0`` (``@ag-ui/client`` 1.x) or ``0.0`` (0.0.x)."""

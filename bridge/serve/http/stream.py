@@ -11,23 +11,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from contextvars import ContextVar
 
 import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from bridge.serve.upstream.burst import READ_BURST
+
 #: The most a burst holds back before writing anyway.
 _BURST_LIMIT = 64 * 1024
 
 
-class ReadBurst:
-    """The frames made from one upstream network read, written to the client in one send.
-
-    The upstream reader (``upstream.client._LineLimit``) marks a read as begun when its bytes arrive
-    and calls ``end()`` before it waits for the next: that writes what the read produced. Frames
-    made outside a read (``RUN_STARTED`` before the upstream answers, the run's end) are written
-    at once, so batching never delays an event behind the network."""
+class FrameBurst:
+    """The frames made from one upstream network read, written to the client in one send
+    (``bridge.serve.upstream.burst`` says when a read begins and ends)."""
 
     def __init__(self, send: Send) -> None:
         self.reading = False
@@ -54,9 +51,6 @@ class ReadBurst:
             self._size = 0
             await self._send({"type": "http.response.body", "body": body, "more_body": True})
 
-
-#: The burst of the response being written, for the upstream reader of the same task.
-READ_BURST: ContextVar[ReadBurst | None] = ContextVar("read_burst", default=None)
 
 #: An SSE comment: ignored by every SSE client (the AG-UI client included), kept by proxies.
 KEEPALIVE = b": keep-alive\n\n"
@@ -124,7 +118,7 @@ class EventStreamResponse(Response):
                 if self._stop is not None:
                     tasks.start_soon(self._stop_producing, self._stop)
                 tasks.start_soon(self._keep_alive, send)
-                burst = ReadBurst(send)
+                burst = FrameBurst(send)
                 token = READ_BURST.set(burst)
                 try:
                     with self._producing:

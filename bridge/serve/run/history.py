@@ -34,6 +34,8 @@ from ag_ui.core import (
     UserMessage,
 )
 
+from bridge.serve.tools.results import tool_result_text
+
 ReasoningHistory = Literal["field", "tags", "drop"]
 """How earlier reasoning goes back upstream: in ``reasoning_field`` on the assistant message,
 as ``<think>…</think>`` before its content, or not at all. (``auto`` is resolved by the caller.)"""
@@ -266,32 +268,6 @@ def _tool(message: ToolMessage) -> dict[str, Any]:
     if message.error is not None:
         content = f"Error: {message.error}\n\n{content}" if content else f"Error: {message.error}"
     return {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
-
-
-def tool_result_text(content: str) -> str:
-    """A tool's result as the model reads it: a JSON-encoded string is the string.
-
-    The bridge sends a server tool's string result as it is, and a client may send it back as
-    it came (@ag-ui/client) or JSON-encoded (a history kept from an earlier release, which sent
-    strings encoded; a client that encodes every result). Both forms give the model the same
-    bytes, so its prefix cache holds. Decoded again while it is still a JSON string (a tool
-    that returns ``json.dumps(text)``), at most ``_STRING_DECODES`` times: a few passes over
-    the text, however deep a client nests it.
-    """
-    for _ in range(_STRING_DECODES):
-        if len(content) < 2 or content[0] != '"' or content[-1] != '"':
-            break
-        try:
-            decoded = json.loads(content)
-            decoded.encode()  # a lone surrogate ("\\ud800") could not go upstream: keep it encoded
-        except (ValueError, UnicodeEncodeError):
-            break
-        content = decoded
-    return content
-
-
-#: How many times ``tool_result_text`` decodes a result that is still a JSON string.
-_STRING_DECODES = 4
 
 
 def _tool_text(content: str | Sequence[ContentPart]) -> str:

@@ -39,12 +39,13 @@ from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
-from bridge.serve.http.stream import READ_BURST
 from bridge.serve.observe.observation import RunObservation, Telemetry
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
-from bridge.serve.tools.server_tools import ServerTools, with_after
+from bridge.serve.tools.results import with_after
+from bridge.serve.tools.server_tools import ServerTools
+from bridge.serve.upstream.burst import READ_BURST
 from bridge.serve.upstream.client import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
@@ -275,8 +276,8 @@ class _Turn:
 async def _flush_written() -> None:
     """Send the client what the turn's last upstream read made (its calls' ends) before the
     tools run: the response batches the frames of one read and writes them when the upstream
-    reader waits again (``stream.ReadBurst``), and a turn's stream stops at ``[DONE]``, not at
-    another wait."""
+    reader waits again (``bridge.serve.upstream.burst``), and a turn's stream stops at
+    ``[DONE]``, not at another wait."""
     burst = READ_BURST.get()
     if burst is not None:
         await burst.end()

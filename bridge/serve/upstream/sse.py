@@ -6,17 +6,14 @@ The SSE framing itself is httpx-sse's job; this only reads the ``data`` of each 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 from httpx_sse import ServerSentEvent
 
+from bridge.core.encode import without_lone_surrogates
 from bridge.core.errors import UpstreamProtocolError
 from bridge.core.translate import DONE
-
-# json.loads joins a valid escaped pair into one code point: any surrogate left is a lone one.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def chunk_from_sse(
@@ -60,15 +57,3 @@ def _json(data: str) -> Any:
 
 def _not_json(data: str) -> UpstreamProtocolError:
     return UpstreamProtocolError(f"the upstream sent a chunk that is not JSON: {data[:80]!r}")
-
-
-def without_lone_surrogates(value: Any) -> Any:
-    """Replace lone UTF-16 surrogates (JSON ``"\\ud800"`` escapes) with U+FFFD: they cannot be
-    written as UTF-8, so one would break the event stream for everything after it."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {key: without_lone_surrogates(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [without_lone_surrogates(item) for item in value]
-    return value
