@@ -2,12 +2,18 @@
 
 Code map (the layers, each using only those below it; an import-linter contract holds them):
 
-=========================  ====================================================================
-``bridge/core/``           the pure pipeline, no I/O: decode → parts → filters → emitter → events
-``bridge/config.py``       ``BridgeConfig``, shared by the layers above
-``bridge/serve/``          HTTP in and out: the ASGI app, one run, the upstream client, frames
-``bridge/cli/``            the command: ``agui-bridge``, the demo's upstream, doctor, replay
-=========================  ====================================================================
+============================  ======================================================================
+``bridge/core/``              the pure pipeline, no I/O: decode → parts → filters → emitter → events
+``bridge/config.py``          ``BridgeConfig``, shared by the layers above
+``bridge/serve/``             HTTP in and out, in rooms, each on those below it:
+``bridge/serve/http/``        the HTTP face: the app, a module per request kind, frames, SSE
+``bridge/serve/run/``         one run: the loop, its requests' bodies, transcript, approvals
+``bridge/serve/tools/``       server tools: Python, MCP, MCP Apps, approvals, results
+``bridge/serve/upstream/``    the model server: client, failures, transport, SSE, recording
+``bridge/serve/observe/``     watching: a run's observation, metrics, traces, the log line
+``bridge/serve/redact.py``    secrets out of everything that leaves
+``bridge/cli/``               the command: ``agui-bridge``, the demo's upstream, doctor, replay
+============================  ======================================================================
 
 The library face: ``translate_chat_stream`` and friends (the core, importable without the
 serving stack), and ``create_app``, ``mount``, ``BridgeConfig`` (loaded on first use).

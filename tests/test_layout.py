@@ -1,6 +1,8 @@
 """The layout's promises: every documented import works without a warning, the core alone loads
-no serving stack, the package root holds only the folders of the layers and the public face, and
-the module paths of before (forwarding files kept "for one release") are gone. (The layers
+no serving stack, the package root holds only the folders of the layers and the public face,
+``bridge/serve/`` only its rooms (no file over 400 lines, each room and module named in the
+README's code map, each room in an import contract), and the module paths of before
+(forwarding files kept "for one release", the serving layer's flat files) are gone. (The layers
 themselves are held by import-linter in ``make lint``.)
 
 Each check runs in a fresh interpreter: the test process has imported everything already.
@@ -8,8 +10,10 @@ Each check runs in a fresh interpreter: the test process has imported everything
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,10 +27,13 @@ DOCUMENTED = [
     "from bridge import DONE, ChatStreamTranslator, TurnOutcome, ReasoningTagFilter",
     "from bridge import BridgeError, UpstreamHTTPError, KNOWN_REASONING_TAGS",
     "from bridge.app import create_app, mount",
+    "from bridge.app import Bridge, from_env",
     "from bridge.config import BridgeConfig",
     "from bridge.cli import main",
     "from bridge.cli.demo import create_scripted_upstream, SCRIPTED_MODELS",
     "from bridge.core.text_tools import TextToolCalls, TEXT_TOOL_FORMATS, FORMAT_ALIASES",
+    "from bridge import requires_approval",
+    "from bridge.serve.observe import JsonFormatter",
 ]
 
 #: What the package root holds: a folder per layer, the shared config, the public face, and
@@ -44,7 +51,21 @@ REMOVED = [
     "bridge.text_tool_sections", "bridge.text_tool_harmony", "bridge.run", "bridge.stream",
     "bridge.upstream", "bridge.sse", "bridge.request", "bridge.history", "bridge.cli_options",
     "bridge.scripted", "bridge.demo_tools", "bridge.doctor", "bridge.replay",
+    "bridge.serve.app", "bridge.serve.capabilities", "bridge.serve.frames",
+    "bridge.serve.run_input", "bridge.serve.stream", "bridge.serve.transcript",
+    "bridge.serve.resume", "bridge.serve.request", "bridge.serve.history", "bridge.serve.props",
+    "bridge.serve.transport", "bridge.serve.record", "bridge.serve.sse", "bridge.serve.mcp_tools",
+    "bridge.serve.mcp_apps", "bridge.serve.approvals", "bridge.serve.metrics", "bridge.serve.otel",
+    "bridge.serve.upstream.upstream", "bridge.serve.tools.tools", "bridge.serve.run.run",
 ]  # fmt: skip
+
+SERVE = PACKAGE / "serve"
+#: The serving layer's rooms, and the one module all of them use.
+ROOMS = {"http", "run", "tools", "upstream", "observe"}
+SERVE_ENTRIES = {*ROOMS, "redact.py", "__init__.py"}
+README = PACKAGE.parent / "README.md"
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+MAX_LINES = 400
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
@@ -89,3 +110,56 @@ def test_the_old_paths_are_gone() -> None:
     )
     done = _python(code)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_serve_holds_its_rooms_only() -> None:
+    entries = {path.name for path in SERVE.iterdir() if path.name != "__pycache__"}
+    assert entries == SERVE_ENTRIES, sorted(entries ^ SERVE_ENTRIES)
+    for room in ROOMS:
+        assert (SERVE / room / "__init__.py").read_text().startswith('"""'), room
+
+
+def test_no_file_in_serve_is_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(SERVE)): lines
+        for path in SERVE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _code_map() -> dict[str, set[str]]:
+    """The README code map's rows for bridge/serve/: folder → the names its row gives."""
+    rows: dict[str, set[str]] = {}
+    for line in README.read_text().splitlines():
+        match = re.match(r"\| `bridge/serve/(\w+)/` \|[^|]*\|(.*)\|$", line)
+        if match:
+            rows[match.group(1)] = set(re.findall(r"`(\w+)`", match.group(2)))
+    return rows
+
+
+def test_the_readme_code_map_names_every_room_and_module() -> None:
+    rows = _code_map()
+    assert set(rows) == ROOMS
+    for room, named in rows.items():
+        modules = {path.stem for path in (SERVE / room).glob("*.py")} - {"__init__"}
+        assert modules <= named, (room, sorted(modules - named))
+    docstring = (PACKAGE / "__init__.py").read_text()
+    assert all(f"``bridge/serve/{room}/``" in docstring for room in ROOMS)
+
+
+def test_an_import_contract_holds_each_room() -> None:
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    layered = {
+        tuple(contract.get("containers", ())): contract["layers"]
+        for contract in contracts
+        if contract["type"] == "layers"
+    }
+    rooms = {name.strip() for layer in layered[("bridge.serve",)] for name in layer.split("|")}
+    assert rooms == {*ROOMS, "redact"}
+    for room in ROOMS:
+        layers = layered[(f"bridge.serve.{room}",)]
+        named = {name.strip() for layer in layers for name in re.split(r"[|:]", layer)}
+        modules = {path.stem for path in (SERVE / room).glob("*.py")} - {"__init__"}
+        assert named == modules, (room, sorted(named ^ modules))
+    assert any(contract["type"] == "acyclic_siblings" for contract in contracts)
