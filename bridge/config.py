@@ -13,12 +13,15 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from bridge.core.translate import TranslateOptions
+from bridge.core.upstream_url import shown_url
 
 #: An MCP server's name: the prefix of its tools' names (``NAME__tool``).
 _MCP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
 
 #: In ``models``: every model the upstream lists.
 ANY_UPSTREAM_MODEL = "*"
+#: What ``approval_store`` may name (``bridge.serve.tools.claims`` makes each).
+APPROVAL_STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "valkey", "valkeys", "file")
 
 ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
 ReasoningScopePolicy = Literal["auto", "current-turn", "all", "last"]
@@ -198,6 +201,12 @@ class BridgeConfig:
     approval_timeout: float = 900.0
     """Seconds a person has to answer an interrupt (its ``expiresAt``)."""
 
+    approval_store: str = field(default="memory", repr=False)
+    """Where the interrupts already used are kept, so that an approval runs its call once
+    (README "Approving tools"): ``memory`` (this process's own), ``redis://HOST:PORT/DB`` or
+    ``valkey://…`` (one store for replicas and workers; the ``redis`` extra), or
+    ``file:///FOLDER`` (the processes of one machine). Its password is a secret."""
+
     record_dir: str | None = None
     """If set, every run is recorded to a file in this folder: the upstream request (without the
     key), its status, headers and raw bytes as they arrived, and the events sent
@@ -254,6 +263,13 @@ class BridgeConfig:
             raise ValueError("max_parallel_tools and tool_threads must be at least 1")
         if self.approval_timeout <= 0:
             raise ValueError("approval_timeout must be a positive number of seconds")
+        store = self.approval_store.strip()
+        scheme = urlsplit(store).scheme.lower() if "://" in store else store.lower()
+        if scheme not in APPROVAL_STORE_SCHEMES:
+            raise ValueError(
+                f"approval_store must be memory, redis://HOST:PORT/DB, valkey://HOST:PORT/DB "
+                f"or file:///FOLDER, not {shown_url(store)!r}"
+            )
         # 16 bytes: bridge.serve.tools.approvals.MIN_SECRET_BYTES (the config cannot import serve).
         if self.secret is not None and len(self.secret.encode()) < 16:
             raise ValueError("the interrupt secret must be at least 16 bytes long")

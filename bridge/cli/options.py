@@ -185,6 +185,14 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds a person has to answer an approval (its expiresAt; default 900)",
     )
+    tools.add_argument(
+        "--approval-store",
+        default="memory",
+        metavar="URL",
+        help="where used approvals are kept, so that each runs its call once: memory (this "
+        "process; default), redis://HOST:PORT/DB or valkey://… (replicas), file:///FOLDER "
+        "(processes of one machine; serve --workers makes one)",
+    )
     limits = parser.add_argument_group("reliability and security")
     for flag, kind, default, text in _LIMIT_FLAGS:
         limits.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")

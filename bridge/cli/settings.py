@@ -68,6 +68,7 @@ def config_from_args(
         approve=tuple(args.approve),
         secret=environ.get(args.secret_env) or None,
         approval_timeout=args.approval_timeout,
+        approval_store=args.approval_store,
         record_dir=getattr(args, "record", None),
         metrics=args.metrics or args.metrics_public,
         metrics_public=args.metrics_public,

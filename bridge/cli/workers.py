@@ -32,6 +32,7 @@ import threading
 import time
 from multiprocessing.context import SpawnProcess
 from multiprocessing.synchronize import Event
+from pathlib import Path
 from types import FrameType
 
 from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
@@ -72,7 +73,7 @@ def worker_count(value: str) -> int:
 
 def run_workers(args: argparse.Namespace, listener: socket.socket, count: int, note: str) -> int:
     """Serve with ``count`` workers until SIGTERM or SIGINT; 0 once they all stopped."""
-    made_dir = _share(args)
+    made_dirs = _share(args)
     supervisor = _Supervisor(args, listener, count)
     try:
         supervisor.start()
@@ -84,21 +85,28 @@ def run_workers(args: argparse.Namespace, listener: socket.socket, count: int, n
         supervisor.watch()
     finally:
         supervisor.stop()
-        if made_dir is not None:
-            shutil.rmtree(made_dir, ignore_errors=True)
+        for folder in made_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
-def _share(args: argparse.Namespace) -> str | None:
-    """Put in the environment the workers inherit what they must share; the metrics folder
-    made here, if any (removed at the end)."""
+def _share(args: argparse.Namespace) -> list[str]:
+    """Put in the environment (and the flags) the workers inherit what they must share: the
+    interrupts' secret, the metrics folder, and the store of used approvals (a folder of this
+    machine's, unless one is named: a worker's memory is its own). The folders made here, to
+    be removed at the end."""
+    made: list[str] = []
     if not os.environ.get(args.secret_env):
         os.environ[args.secret_env] = secrets.token_urlsafe(32)
     if (args.metrics or args.metrics_public) and not os.environ.get(METRICS_DIR_VARIABLE):
         folder = tempfile.mkdtemp(prefix="agui-bridge-metrics-")
         os.environ[METRICS_DIR_VARIABLE] = folder
-        return folder
-    return None
+        made.append(folder)
+    if args.approval_store.strip().lower() == "memory":
+        folder = tempfile.mkdtemp(prefix="agui-bridge-approvals-")
+        args.approval_store = Path(folder).as_uri()
+        made.append(folder)
+    return made
 
 
 class _Supervisor:

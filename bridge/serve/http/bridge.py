@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -27,6 +28,7 @@ from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.run.props import UpstreamProps
 from bridge.serve.run.resume import Approvals
 from bridge.serve.tools.approvals import new_secret
+from bridge.serve.tools.claims import claim_store
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.tools.python_tools import python_tool
 from bridge.serve.tools.server_tools import ServerTools
@@ -53,7 +55,8 @@ class Bridge:
         self.shutting_down = False
         self._stop_runs = anyio.Event()
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
-        self.redactor = Redactor((config.api_key, config.auth_token, config.secret))
+        store = urlsplit(config.approval_store)
+        self.redactor = Redactor((config.api_key, config.auth_token, config.secret, store.password))
         install_log_redaction(self.redactor)
         self.recorder: Recorder | None = None
         if config.record_dir is not None:  # serve --record: each run and its upstream exchange
@@ -78,7 +81,10 @@ class Bridge:
                 "own, so they do not survive a restart or span processes"
             )
         self.approvals = Approvals(
-            secret=secret, timeout=config.approval_timeout, redact=self.redactor.redact
+            secret=secret,
+            timeout=config.approval_timeout,
+            redact=self.redactor.redact,
+            claims=claim_store(config.approval_store),
         )
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
@@ -127,6 +133,11 @@ class Bridge:
         reached at start, one that died since."""
         return [server.name for server in self.mcp_servers if not server.available]
 
+    async def approval_store_down(self) -> bool:
+        """Whether approvals are in use and their store does not answer (``/health``)."""
+        in_use = bool(self.config.approve) or self.tools.any_waits
+        return in_use and not await self.approvals.claims.available()
+
     @property
     def upstream(self) -> UpstreamClient:
         # Created on first use: a sub-app's lifespan does not run when it is mounted.
@@ -149,6 +160,7 @@ class Bridge:
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
+        await self.approvals.claims.aclose()
         tracing = self.telemetry.tracing
         if tracing is not None:  # its last spans go out (the exporter's own timeout bounds it)
             await anyio.to_thread.run_sync(tracing.shutdown)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -10,8 +12,12 @@ from bridge.serve.http.bridge import Bridge
 
 async def health(bridge: Bridge, request: Request) -> Response:
     # Degraded, not down: HTTP 200 keeps the bridge in a load balancer's pool (it serves,
-    # without some tools), and the body names what is missing.
+    # without some tools, or without running approved calls: every replica shares the store),
+    # and the body names what is missing.
+    body: dict[str, Any] = {"status": "ok"}
     missing = bridge.mcp_unavailable
     if missing:
-        return JSONResponse({"status": "degraded", "mcp_unavailable": missing})
-    return JSONResponse({"status": "ok"})
+        body.update(status="degraded", mcp_unavailable=missing)
+    if await bridge.approval_store_down():
+        body.update(status="degraded", approval_store="unavailable")
+    return JSONResponse(body)

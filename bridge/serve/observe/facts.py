@@ -8,7 +8,14 @@ from typing import Literal
 
 Outcome = Literal["finished", "error", "cancelled", "interrupted"]
 ToolOutcome = Literal[
-    "ok", "error", "timeout", "cancelled", "awaiting_approval", "rejected", "handed_off"
+    "ok",
+    "error",
+    "timeout",
+    "cancelled",
+    "awaiting_approval",
+    "rejected",
+    "already_run",
+    "handed_off",
 ]
 
 

@@ -43,6 +43,7 @@ from bridge.serve.observe.observation import RunObservation, Telemetry
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
+from bridge.serve.tools.claims import ApprovalStoreError
 from bridge.serve.tools.results import with_after
 from bridge.serve.tools.server_tools import ServerTools
 from bridge.serve.upstream.burst import READ_BURST
@@ -125,10 +126,15 @@ async def run_agent(
             yield [_error(run_input, exc)]
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
-            async with aclosing(resumed_results(decisions, loop.tools, observe)) as results:
-                async for result in results:
-                    transcript.add([result])
-                    yield with_after(result)
+            resumed = resumed_results(decisions, loop.tools, observe, approvals.claims)
+            try:
+                async with aclosing(resumed) as results:
+                    async for result in results:
+                        transcript.add([result])
+                        yield with_after(result)
+            except ApprovalStoreError as exc:  # no approved call ran
+                yield [_error(run_input, exc)]
+                return
             next_body = _next_body(loop, run_input, transcript)
             if next_body is None:
                 yield [

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,6 +41,12 @@ from bridge.serve.tools.approvals import (
     read_resume,
     sign_interrupt,
 )
+from bridge.serve.tools.claims import (
+    ApprovalStoreError,
+    ClaimStore,
+    MemoryClaims,
+    claim_key,
+)
 from bridge.serve.tools.server_tools import ServerTools
 
 #: An answer longer than this is no approval payload (those are a few dozen bytes, or an edit).
@@ -54,6 +60,11 @@ APPROVED_STATEMENT = (
     "The user approved this call; its result was given in this conversation's next turn."
 )
 UNANSWERED_STATEMENT = "Not run: this call waited for the user's approval and got no answer."
+#: The result of an approved call whose approval was used already (a repeated or concurrent
+#: resume: a double click, a retried request, the same request at another replica).
+ALREADY_RUN_STATEMENT = (
+    "Not run again: this approval was already used by another request, where the call ran."
+)
 
 
 def _now() -> datetime:
@@ -69,6 +80,8 @@ class Approvals:
     timeout: float = 900.0
     redact: Callable[[str], str] = str
     clock: Callable[[], datetime] = _now
+    #: The interrupts already used: an approval runs its call once (``tools.claims``).
+    claims: ClaimStore = field(default_factory=MemoryClaims)
 
     def outcome(self, thread_id: str, calls: Sequence[ToolCall]) -> RunFinishedInterruptOutcome:
         """The interrupt outcome for calls that wait: one signed interrupt each. Signed over
@@ -211,12 +224,20 @@ def _statement(call: ToolCall, payload: dict[str, Any] | None) -> ToolMessage:
 
 
 async def resumed_results(
-    decisions: Sequence[Decision], tools: ServerTools, observe: RunObservation | None = None
+    decisions: Sequence[Decision],
+    tools: ServerTools,
+    observe: RunObservation | None = None,
+    claims: ClaimStore | None = None,
 ) -> AsyncGenerator[ToolCallResultEvent, None]:
     """The results of the answered calls, against their own ids: a refusal for each call a
     person declined or cancelled, a readable error for an invalid edit (the tool not run),
-    and the approved ones run, as a turn's calls are, with the signed (or edited) arguments."""
+    and the approved ones run, as a turn's calls are, with the signed (or edited) arguments.
+
+    An approved call runs once: its interrupt is claimed in ``claims`` first, and a call whose
+    claim is taken already is answered with ``ALREADY_RUN_STATEMENT``. ``ApprovalStoreError``
+    when the store cannot say: nothing approved runs."""
     approved: list[ToolCall] = []
+    keys: dict[str, str] = {}
     for decision in decisions:
         call = decision.call
         name = call.function.name
@@ -237,6 +258,39 @@ async def resumed_results(
                 continue
         function = FunctionCall(name=name, arguments=arguments)
         approved.append(call.model_copy(update={"function": function}))
+        keys[call.id] = claim_key(decision.interrupt_id or call.id)
+    if claims is not None and approved:
+        fresh = await _claimed(approved, decisions, keys, claims)
+        for call in approved:
+            if call.id not in fresh:
+                if observe is not None:
+                    observe.tool_calls_left([call.function.name], "already_run")
+                yield await tools.answer(call.id, ALREADY_RUN_STATEMENT)
+        approved = [call for call in approved if call.id in fresh]
     async with aclosing(tools.run(approved, observe)) as results:
         async for result in results:
             yield result
+
+
+async def _claimed(
+    approved: Sequence[ToolCall],
+    decisions: Sequence[Decision],
+    keys: dict[str, str],
+    claims: ClaimStore,
+) -> set[str]:
+    """The ids of the approved calls whose interrupts this run claimed first. All are claimed
+    before any runs: when the store fails midway, the claims made are given back (as far as
+    the store still answers) and nothing runs."""
+    expiries = {decision.call.id: decision.expires_at for decision in decisions}
+    fresh: list[str] = []
+    try:
+        for call in approved:
+            expires_at = expiries.get(call.id) or _now()
+            if await claims.claim(keys[call.id], expires_at):
+                fresh.append(call.id)
+    except ApprovalStoreError:
+        for call_id in fresh:
+            with suppress(ApprovalStoreError):
+                await claims.release(keys[call_id])
+        raise
+    return set(fresh)

@@ -32,7 +32,7 @@ import json
 import re
 import secrets
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -187,6 +187,10 @@ class Decision:
     edited_args: dict[str, Any] | None = None
     reason: str | None = None
     unreadable: str | None = None
+    #: The interrupt answered (its token) and its expiry: what an approval claims before its
+    #: call runs (``bridge.serve.tools.claims``).
+    interrupt_id: str = ""
+    expires_at: datetime | None = None
 
     @property
     def arguments(self) -> str:
@@ -241,7 +245,11 @@ def read_resume(
             answers[call.id] = Decision(call, "cancelled")
             continue
         _check_expiry(signed, now)
-        answers[call.id] = decision_from(call, entry.payload)
+        answers[call.id] = replace(
+            decision_from(call, entry.payload),
+            interrupt_id=entry.interrupt_id,
+            expires_at=signed.expires_at,
+        )
     unanswered = [call.id for call in waiting if call.id not in answers]
     if unanswered:
         raise InterruptUnresolvedError(

@@ -135,6 +135,7 @@ def recorded_settings(config: BridgeConfig) -> dict[str, Any]:
     settings.pop("auth_token", None)
     settings.pop("secret", None)
     settings["upstream_url"] = shown_url(config.upstream_url)
+    settings["approval_store"] = shown_url(config.approval_store)
     settings["mcp_servers"] = {
         name: shown_target(target) for name, target in config.mcp_servers.items()
     }

@@ -1,0 +1,259 @@
+"""Approve once, run once: the store of used interrupts (README "Approving tools").
+
+Interrupts are signed, not stored, so any process that shares the secret can resume any of them;
+and so an exact replay of a resume (a double click, a client or a load balancer retrying a POST,
+the same request at two replicas) would run the approved tool again. Before an approved call
+runs, its interrupt is claimed here, atomically: the first claim runs the call, any other finds
+it taken and runs nothing. A claim lasts as long as its interrupt could still be answered (its
+``expiresAt``, plus ``CLOCK_SKEW`` for replicas whose clocks disagree), so the store stays
+bounded by the approvals of the last ``--approval-timeout``.
+
+Three stores, by ``--approval-store``:
+
+- ``memory`` (the default): this process's own; enough for one process.
+- ``redis://HOST:PORT/DB`` (``rediss://``, ``unix://``; ``valkey://`` and ``valkeys://`` are the
+  same protocol): Redis or Valkey, for replicas and workers, by the official ``redis`` client's
+  asyncio API (the ``redis`` extra): ``SET key 1 NX PX <ttl>``.
+- ``file:///DIR``: a folder shared by the processes of one machine (``serve --workers`` makes
+  one for its workers): one file per claim, created with ``O_CREAT | O_EXCL``, which the kernel
+  makes atomic across processes.
+
+A store that cannot be reached raises ``ApprovalStoreError``: the approved call does not run
+(the run ends with RUN_ERROR ``approval_store_unavailable``), and ``/health`` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import os
+import time
+from contextlib import suppress
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote, urlsplit
+
+import anyio.to_thread
+
+from bridge.core.errors import BridgeError
+from bridge.core.upstream_url import shown_url
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+#: Seconds a claim outlives its interrupt's expiry: a replica whose clock is behind by less
+#: still finds the claim while it takes the token as valid.
+CLOCK_SKEW = 300.0
+#: Seconds a Redis command (or connecting) may take before the store counts as unreachable.
+REDIS_TIMEOUT = 3.0
+
+_KEY_PREFIX = "agui-bridge:approval:"
+#: How often the file store looks for expired claims to remove (seconds).
+_SWEEP_EVERY = 60.0
+
+
+class ApprovalStoreError(BridgeError):
+    """The store of used interrupts cannot be reached: an approved call does not run."""
+
+    code = "approval_store_unavailable"
+
+
+def claim_key(interrupt_id: str) -> str:
+    """The store's key for an interrupt: a digest of its id (the signed token)."""
+    return hashlib.sha256(interrupt_id.encode()).hexdigest()
+
+
+class ClaimStore(Protocol):
+    """Where the interrupts already used are kept."""
+
+    #: The store as logs and errors show it (no password).
+    shown: str
+
+    async def claim(self, key: str, expires_at: datetime) -> bool:
+        """Take ``key`` until ``expires_at`` (plus ``CLOCK_SKEW``): ``True`` for the first
+        claim, ``False`` when it is taken. ``ApprovalStoreError`` if the store cannot say."""
+        ...
+
+    async def release(self, key: str) -> None:
+        """Give back a claim whose call did not run (a later claim in its run failed)."""
+        ...
+
+    async def available(self) -> bool:
+        """Whether the store answers now (``/health``)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def claim_store(url: str) -> ClaimStore:
+    """The store ``--approval-store`` names (``ValueError`` for one it does not)."""
+    scheme = urlsplit(url).scheme.lower() if "://" in url else url.strip().lower()
+    if scheme == "memory":
+        return MemoryClaims()
+    if scheme == "file":
+        return FileClaims(file_store_folder(url))
+    if scheme in ("redis", "rediss", "unix", "valkey", "valkeys"):
+        return RedisClaims(url)
+    raise ValueError(
+        f"--approval-store {shown_url(url)!r}: say memory, redis://HOST:PORT/DB, "
+        "valkey://HOST:PORT/DB or file:///FOLDER"
+    )
+
+
+def file_store_folder(url: str) -> Path:
+    """The folder of a ``file:///DIR`` store."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost") or not parts.path:
+        raise ValueError(f"--approval-store {url!r}: a file store is file:///ABSOLUTE/FOLDER")
+    return Path(unquote(parts.path))
+
+
+def _seconds_left(expires_at: datetime) -> float:
+    return expires_at.timestamp() + CLOCK_SKEW - time.time()
+
+
+class MemoryClaims:
+    """This process's own claims."""
+
+    shown = "memory"
+
+    def __init__(self) -> None:
+        self._claims: dict[str, float] = {}  # key → when it may go (Unix seconds)
+        self._expiries: list[tuple[float, str]] = []
+
+    async def claim(self, key: str, expires_at: datetime) -> bool:
+        now = time.time()
+        while self._expiries and self._expiries[0][0] <= now:
+            _, old = heapq.heappop(self._expiries)
+            if self._claims.get(old, now + 1) <= now:
+                del self._claims[old]
+        if key in self._claims:
+            return False
+        until = now + max(_seconds_left(expires_at), 1.0)
+        self._claims[key] = until
+        heapq.heappush(self._expiries, (until, key))
+        return True
+
+    async def release(self, key: str) -> None:
+        self._claims.pop(key, None)
+
+    async def available(self) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        self._claims.clear()
+        self._expiries.clear()
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+
+class FileClaims:
+    """Claims as files in a folder the processes of one machine share: the file's name is the
+    claim's expiry (Unix seconds) and key, so two claims of one interrupt have one name."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.shown = f"file://{folder}"
+        self._swept = 0.0
+
+    async def claim(self, key: str, expires_at: datetime) -> bool:
+        # The expiry in the name comes from the token, so every claim of it names one file.
+        name = f"{int(expires_at.timestamp() + CLOCK_SKEW)}-{key}"
+        try:
+            return await anyio.to_thread.run_sync(self._create, name)
+        except OSError as exc:
+            raise ApprovalStoreError(
+                f"the approval store {self.shown} cannot be written: {exc.strerror or exc}"
+            ) from exc
+
+    def _create(self, name: str) -> bool:
+        now = time.time()
+        if now - self._swept > _SWEEP_EVERY:
+            self._swept = now
+            self._sweep(now)
+        try:
+            descriptor = os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        os.close(descriptor)
+        return True
+
+    def _sweep(self, now: float) -> None:
+        """Remove the claims whose interrupts can no longer be answered."""
+        for entry in os.scandir(self.folder):
+            expiry, _, _ = entry.name.partition("-")
+            if expiry.isdigit() and int(expiry) < now:
+                with suppress(FileNotFoundError):  # another process swept it first
+                    os.unlink(entry.path)
+
+    async def release(self, key: str) -> None:
+        def remove() -> None:
+            for path in self.folder.glob(f"*-{key}"):
+                path.unlink(missing_ok=True)
+
+        try:
+            await anyio.to_thread.run_sync(remove)
+        except OSError as exc:
+            raise ApprovalStoreError(f"the approval store {self.shown} failed: {exc}") from exc
+
+    async def available(self) -> bool:
+        return await anyio.to_thread.run_sync(
+            lambda: self.folder.is_dir() and os.access(self.folder, os.W_OK | os.X_OK)
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+class RedisClaims:
+    """Claims in Redis or Valkey, shared by every process that names the same server."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            from redis.asyncio import Redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as exc:  # pragma: no cover - the message is the point
+            raise ValueError(
+                "--approval-store redis://… needs the redis extra: pip install 'agui-bridge[redis]'"
+            ) from exc
+        scheme, _, rest = url.partition("://")
+        scheme = {"valkey": "redis", "valkeys": "rediss"}.get(scheme.lower(), scheme)
+        self.shown = shown_url(url)
+        # One quick retry: a claim waits for the store, and the run waits for the claim.
+        self._client: Redis = Redis.from_url(
+            f"{scheme}://{rest}",
+            socket_timeout=REDIS_TIMEOUT,
+            socket_connect_timeout=REDIS_TIMEOUT,
+            retry=Retry(NoBackoff(), 1),
+        )
+
+    async def claim(self, key: str, expires_at: datetime) -> bool:
+        ttl = max(int(_seconds_left(expires_at) * 1000), 1000)
+        try:
+            taken = await self._client.set(_KEY_PREFIX + key, b"1", nx=True, px=ttl)
+        except Exception as exc:  # redis-py's errors, and the socket's under them
+            raise self._unreachable(exc) from exc
+        return bool(taken)
+
+    async def release(self, key: str) -> None:
+        try:
+            await self._client.delete(_KEY_PREFIX + key)
+        except Exception as exc:
+            raise self._unreachable(exc) from exc
+
+    async def available(self) -> bool:
+        try:
+            return bool(await self._client.ping())
+        except Exception:
+            return False
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _unreachable(self, exc: BaseException) -> ApprovalStoreError:
+        return ApprovalStoreError(
+            f"the approval store at {self.shown} cannot be reached ({type(exc).__name__})"
+        )
