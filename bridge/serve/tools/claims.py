@@ -173,18 +173,31 @@ class FileClaims:
         if now - self._swept > _SWEEP_EVERY:
             self._swept = now
             self._sweep(now)
-        try:
-            descriptor = os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return False
-        os.close(descriptor)
-        return True
+        path = self.folder / name
+        for _ in range(2):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                return True
+            except FileExistsError:
+                if int(name.partition("-")[0]) >= now:
+                    return False
+                self._move_aside(path)
+        return False
+
+    @staticmethod
+    def _move_aside(path: Path) -> None:
+        """Move an expired claim out of the way, by a rename, which one process alone wins; all
+        then race for the name with ``O_EXCL``, which one alone wins."""
+        aside = path.with_name(f"stale-{os.getpid()}-{time.monotonic_ns()}")
+        with suppress(FileNotFoundError):  # another process moved it first
+            os.rename(path, aside)
+            os.unlink(aside)
 
     def _sweep(self, now: float) -> None:
         """Remove the claims whose interrupts can no longer be answered."""
         for entry in os.scandir(self.folder):
             expiry, _, _ = entry.name.partition("-")
-            if expiry.isdigit() and int(expiry) < now:
+            if (expiry.isdigit() and int(expiry) < now) or expiry == "stale":
                 with suppress(FileNotFoundError):  # another process swept it first
                     os.unlink(entry.path)
 
