@@ -24,6 +24,7 @@ import pytest
 from bridge.cli.demo import SCRIPTED_MODELS
 from bridge.cli.demo.responses import chat_request, encrypt
 from bridge.cli.demo.script import write_script
+from bridge.serve.run.resume import ALREADY_RUN_STATEMENT
 from node_tools import require, run
 from servers import scripted_stack
 
@@ -137,6 +138,44 @@ def test_official_client_approves_edits_denies_and_cancels_a_server_tool(client:
     # Each result goes up twice: in the resumed run and in the later turn.
     assert contents.count("The user declined: not now") == 2 * len(APPROVAL_MODELS)
     assert sum(c.startswith("mail sent to ") for c in contents) == 2 * 2 * len(APPROVAL_MODELS)
+
+
+@pytest.mark.parametrize("client", APPROVAL_LINES)
+def test_official_client_resuming_an_approval_twice_runs_the_tool_once(client: str) -> None:
+    """Two agents holding the same thread resume one interrupt with an approval, one after the
+    other (a replay) and at once (a double click, a retried POST): the tool runs once per
+    approval; the other run's result says it ran already, and the client accepts both runs to
+    a normal RUN_FINISHED (client.test.mjs checks every run)."""
+    sent: list[str] = []
+
+    def send_mail(to: str) -> str:
+        """Send an e-mail."""
+        sent.append(to)
+        return f"mail sent to {to}"
+
+    with scripted_stack(tools=[send_mail], approve=("send_mail",)) as stack:
+        output = _client_run(
+            stack.bridge_url,
+            APPROVAL_MODELS,
+            client,
+            AGUI_APPROVAL_TOOL="send_mail",
+            AGUI_ALREADY_RUN=ALREADY_RUN_STATEMENT,
+        )
+        requests = list(stack.upstream_requests)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    approvals = 2  # resumed in a row, and at once
+    assert passed and int(passed.group(1)) == approvals * len(APPROVAL_MODELS), output
+    assert len(sent) == approvals * len(APPROVAL_MODELS), "once per approval"
+    # Per approval: the run that ended with the interrupt, and both resumed runs, which go on
+    # to the model with the call's one result each: the real one, and the statement.
+    assert len(requests) == 3 * approvals * len(APPROVAL_MODELS)
+    results = [[m["content"] for m in _tool_messages(r)] for r in requests]
+    resumed = [contents for contents in results if contents]
+    assert len(resumed) == 2 * approvals * len(APPROVAL_MODELS)
+    assert all(len(contents) == 1 for contents in resumed), resumed
+    told = sorted(contents[0] for contents in resumed)
+    ran = [f"mail sent to {to}" for to in sent]
+    assert told == sorted([ALREADY_RUN_STATEMENT] * len(sent) + ran)
 
 
 #: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.

@@ -15,6 +15,10 @@
 //   AGUI_APPROVAL_TOOL the name of a server tool under approval (e.g. send_mail): then only the
 //                    approval tests run: the interrupt and its resume (approve, edit, deny,
 //                    cancel), with a run between them that the client refuses, then a later turn
+//   AGUI_ALREADY_RUN  with AGUI_APPROVAL_TOOL: what the bridge answers for an approval used
+//                    already; then, instead, the approve-twice tests run: two agents holding the
+//                    same thread resume one interrupt with an approval, one after the other (a
+//                    replay) and at once (a double click, a retried POST)
 //   AGUI_MCP_APP_TOOL the name of an MCP App's UI tool the bridge runs (e.g. ui__board, from an
 //                    --mcp server): then only the MCP Apps tests run: the tool's mcp-apps
 //                    activity, and the widget's requests as proxied runs (no model)
@@ -90,9 +94,10 @@ function toolResult(call) {
 
 /**
  * An agent that keeps, per run, the request body it sent (`agent.sentBodies`) and the SSE text it
- * received (`agent.wires`), both as they went over the wire. Recorded by wrapping the global
- * `fetch`: the 0.0.52 client takes no `fetch` option. It starts from `initialMessages` when given
- * (a conversation so far), else from the prompt.
+ * received (`agent.wires`, with when the request went and the response ended), both as they went
+ * over the wire. Recorded by wrapping the global `fetch`: the 0.0.52 client takes no `fetch`
+ * option. It starts from `initialMessages` when given (a conversation so far), else from the
+ * prompt.
  */
 function newAgent(prompt, initialMessages = [{ id: randomUUID(), role: "user", content: prompt }]) {
   const agent = new HttpAgent({ url: BRIDGE_URL, threadId: randomUUID(), initialMessages });
@@ -100,13 +105,16 @@ function newAgent(prompt, initialMessages = [{ id: randomUUID(), role: "user", c
 }
 
 const realFetch = globalThis.fetch;
-let recording = null; // the agent whose run is under way (runs go one at a time)
+// The agents whose runs are under way, by their run's abort signal (which the client hands
+// `fetch`): two agents may run at once, resuming the same interrupt.
+const recording = new Map();
 globalThis.fetch = async (url, init) => {
-  const agent = recording;
+  const agent = recording.get(init?.signal);
   if (!agent || String(url) !== BRIDGE_URL) return realFetch(url, init);
   agent.sentBodies.push(JSON.parse(init.body));
+  const sentAt = performance.now();
   const response = await realFetch(url, init);
-  const wire = { text: "" };
+  const wire = { text: "", sentAt, endedAt: undefined };
   agent.wires.push(wire);
   if (!response.body) return response;
   const decoder = new TextDecoder();
@@ -114,6 +122,9 @@ globalThis.fetch = async (url, init) => {
     transform(chunk, controller) {
       wire.text += decoder.decode(chunk, { stream: true });
       controller.enqueue(chunk);
+    },
+    flush() {
+      wire.endedAt = performance.now();
     },
   });
   const { status, statusText, headers } = response;
@@ -134,21 +145,26 @@ function wireTypes(text) {
     });
 }
 
+// The logs of the runs under way: a warning or error goes to each (runs may overlap, and a
+// logged line cannot tell which run it came from), and is printed when no run is under way.
+const capturing = new Set();
+for (const level of ["warn", "error"]) {
+  const print = console[level];
+  console[level] = (...args) => {
+    if (capturing.size === 0) return print.apply(console, args);
+    const line = `${level}: ${args.map((a) => (a instanceof Error ? a.stack : String(a))).join(" ")}`;
+    for (const logged of capturing) logged.push(line);
+  };
+}
+
 /** Calls `console.warn`/`console.error` made while `body` runs, kept instead of printed. */
 async function captureConsole(body) {
   const logged = [];
-  const { warn, error } = console;
-  const keep =
-    (level) =>
-    (...args) =>
-      logged.push(`${level}: ${args.map((a) => (a instanceof Error ? a.stack : String(a))).join(" ")}`);
-  console.warn = keep("warn");
-  console.error = keep("error");
+  capturing.add(logged);
   try {
     return { value: await body(), logged };
   } finally {
-    console.warn = warn;
-    console.error = error;
+    capturing.delete(logged);
   }
 }
 
@@ -186,7 +202,7 @@ async function run(agent, params, { interrupted = false, proxied = false } = {})
     }, RUN_TIMEOUT_MS);
   });
   let captured;
-  recording = agent;
+  recording.set(abortController.signal, agent);
   try {
     captured = await captureConsole(() =>
       Promise.race([agent.runAgent({ ...params, abortController }, subscriber), timeout]),
@@ -196,7 +212,7 @@ async function run(agent, params, { interrupted = false, proxied = false } = {})
     throw new Error(`${reason}\nevents on the wire: ${wire()}`, { cause: error });
   } finally {
     clearTimeout(timer);
-    recording = null;
+    recording.delete(abortController.signal);
   }
   assert.deepEqual(captured.logged, [], `the client complained; events on the wire: ${wire()}`);
   assert.deepEqual(seen.failures, [], "onRunFailed was called");
@@ -435,7 +451,82 @@ for (const model of MCP_APP_TOOL ? MODELS : []) {
   });
 }
 
-for (const model of APPROVAL_TOOL ? MODELS : []) {
+const ALREADY_RUN = process.env.AGUI_ALREADY_RUN;
+const APPROVE = { status: "resolved", payload: { approved: true } };
+
+/** A run that ends with the approval tool's interrupt: its call's TOOL_CALL_START and the one
+ * interrupt. */
+async function interruptedRun(agent, params) {
+  const first = await run(agent, params, { interrupted: true });
+  const [started] = eventsOf(first, EventType.TOOL_CALL_START);
+  assert.equal(started?.toolCallName, APPROVAL_TOOL, `events: ${first.types}`);
+  const interrupts = first.finished[0].interrupts;
+  assert.equal(interrupts.length, 1);
+  return { started, interrupt: interrupts[0] };
+}
+
+/** Another agent holding the same thread, messages and pending interrupt (another tab, the page
+ * again after a retry), with a record of its own. */
+function copyOf(agent) {
+  return Object.assign(agent.clone(), { sentBodies: [], wires: [] });
+}
+
+/** A resumed run the client accepts as a whole (`run` checks it): the original call's one
+ * result, nothing pending after, the model's answer quoting it; the result's content. */
+async function resumedRun(agent, params, resume, started) {
+  const seen = await run(agent, { ...params, resume });
+  assert.deepEqual(agent.sentBodies.at(-1).resume, resume);
+  assert.deepEqual(eventsOf(seen, EventType.TOOL_CALL_START), [], "no new call starts");
+  const results = eventsOf(seen, EventType.TOOL_CALL_RESULT);
+  assert.deepEqual(
+    results.map((event) => event.toolCallId),
+    [started.toolCallId],
+    "one result, for the original call",
+  );
+  assert.deepEqual(agent.pendingInterrupts, [], "nothing is pending any more");
+  const answer = seen.result.newMessages.find((message) => message.role === "assistant");
+  assert.ok(answer?.content.includes(results[0].content), `events: ${seen.types}`);
+  return results[0].content;
+}
+
+const ran = (content) => (content.startsWith("mail sent to ") ? "ran" : content);
+
+for (const model of APPROVAL_TOOL && ALREADY_RUN ? MODELS : []) {
+  describe(`${model}: ${APPROVAL_TOOL} approved twice (@ag-ui/client ${CLIENT})`, () => {
+    const params = { tools: [], forwardedProps: { model } };
+
+    test("a replay of the approval: the tool ran once, the replay is told so", async () => {
+      const agent = newAgent(APPROVAL_PROMPT);
+      const { started, interrupt } = await interruptedRun(agent, params);
+      const replay = copyOf(agent);
+      const resume = [{ interruptId: interrupt.id, ...APPROVE }];
+
+      const first = await resumedRun(agent, params, resume, started);
+      const again = await resumedRun(replay, params, resume, started);
+      assert.equal(ran(first), "ran", first);
+      assert.equal(again, ALREADY_RUN);
+    });
+
+    test("the approval sent twice at once: one runs the tool, the other is told so", async () => {
+      const agent = newAgent(APPROVAL_PROMPT);
+      const { started, interrupt } = await interruptedRun(agent, params);
+      const resume = [{ interruptId: interrupt.id, ...APPROVE }];
+
+      const both = [agent, copyOf(agent)];
+      const contents = await Promise.all(
+        both.map((one) => resumedRun(one, params, resume, started)),
+      );
+      assert.deepEqual(contents.map(ran).sort(), [ALREADY_RUN, "ran"].sort(), `${contents}`);
+      const [mine, theirs] = both.map((one) => one.wires.at(-1));
+      assert.ok(
+        Math.max(mine.sentAt, theirs.sentAt) < Math.min(mine.endedAt, theirs.endedAt),
+        "both requests were under way at once",
+      );
+    });
+  });
+}
+
+for (const model of APPROVAL_TOOL && !ALREADY_RUN ? MODELS : []) {
   describe(`${model}: ${APPROVAL_TOOL} under approval (@ag-ui/client ${CLIENT})`, () => {
     for (const { name, entry, told } of APPROVAL_CASES) {
       test(name, async () => {
