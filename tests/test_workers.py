@@ -260,3 +260,98 @@ def test_workers_wants_a_number_or_auto(value: str) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "--workers" in done.stderr
+
+
+def tool_calls(url: str, tool: str, outcome: str) -> float:
+    """``agui_bridge_tool_calls_total`` of one tool and outcome, over every worker."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "agui_bridge_tool_calls_total"
+        and sample.labels.get("tool") == tool
+        and sample.labels.get("outcome") == outcome
+    )
+
+
+def approved_resume(url: str) -> dict[str, Any]:
+    """Run until the clock's interrupt; the resume that approves it."""
+    ask = [{"id": "u1", "role": "user", "content": "What time is it?"}]
+    first = run_input(ask, threadId=f"thread-{time.monotonic_ns()}")
+    frames = post(f"{url}/agent", first)
+    [interrupt] = frames[-1]["outcome"]["interrupts"]
+    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
+    history = [*ask, *messages_from(frames)]
+    return run_input(history, threadId=first["threadId"], runId=first["runId"], resume=[entry])
+
+
+def copies_at_once(urls: list[str], body: dict[str, Any], count: int) -> list[str]:
+    """``count`` copies of one resume at once, spread over ``urls``: each one's tool result."""
+    found: list[str] = [""] * count
+    barrier = threading.Barrier(count)
+
+    def one(index: int) -> None:
+        barrier.wait()
+        frames = post(f"{urls[index % len(urls)]}/agent", body)
+        assert frames[-1]["type"] == "RUN_FINISHED", frames[-1]
+        [found[index]] = [f["content"] for f in frames if f["type"] == "TOOL_CALL_RESULT"]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return found
+
+
+def test_one_approval_runs_once_across_the_workers() -> None:
+    """No store named: the parent gives its workers a folder of claims. Copies of one resume
+    reach both workers (sent until they have), and the tool runs once."""
+    flags = ("--workers", "2", "--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*")
+    with (
+        serve(create_scripted_upstream()) as upstream,
+        bridge(upstream, *flags, "--metrics") as made,
+    ):
+        resume = approved_resume(made.url)
+        results: list[str] = []
+        pids: set[int] = set()
+        for _ in range(4):
+            results += copies_at_once([made.url], resume, 10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                lines = [line for line in made.run_lines() if line["thread"] == resume["threadId"]]
+                if len(lines) == 1 + len(results):
+                    break
+                time.sleep(0.05)
+            pids = {line["pid"] for line in lines[1:]}
+            if len(pids) == 2:
+                break
+        ran = tool_calls(made.url, "clock__get_time", "ok")
+        repeated = tool_calls(made.url, "clock__get_time", "already_run")
+    assert len(pids) == 2, "both workers served copies"
+    assert ran == 1 and repeated == len(results) - 1
+    assert sum(not result.startswith("Not run again") for result in results) == 1
+
+
+def test_replicas_with_workers_sharing_redis_run_an_approval_once(tmp_path: Path) -> None:
+    """Two bridges (replicas, one secret), two workers each, one Redis: one run in all."""
+    from redis_server import RedisServer
+
+    redis = RedisServer(tmp_path)
+    redis.start()
+    flags = ("--workers", "2", "--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*")
+    flags += ("--metrics", "--approval-store", redis.url, "--secret-env", "REPLICA_SECRET")
+    env = {"REPLICA_SECRET": "replicas-Qx7Vb2Kp9Lm4Nz8Rt1Wy6"}
+    try:
+        with (
+            serve(create_scripted_upstream()) as upstream,
+            bridge(upstream, *flags, env=env) as one,
+            bridge(upstream, *flags, env=env) as two,
+        ):
+            results = copies_at_once([one.url, two.url], approved_resume(one.url), 20)
+            ran = [tool_calls(b.url, "clock__get_time", "ok") for b in (one, two)]
+    finally:
+        redis.stop()
+    assert sum(ran) == 1
+    assert sum(not result.startswith("Not run again") for result in results) == 1
