@@ -23,6 +23,8 @@ import httpx
 import pytest
 
 from bridge.cli.demo import create_scripted_upstream
+from bridge.cli.parser import build_parser
+from bridge.cli.settings import config_from_args, config_from_env
 from bridge.serve.http.app import create_app
 from bridge.serve.run.resume import ALREADY_RUN_STATEMENT
 from bridge.serve.tools.claims import (
@@ -330,3 +332,22 @@ def test_valkey_urls_and_unknown_stores() -> None:
     assert isinstance(claim_store("valkey://127.0.0.1:1/0"), RedisClaims)
     with pytest.raises(ValueError, match="approval_store must be memory"):
         scripted_config("http://127.0.0.1:1", approval_store="mysql://db/claims")
+
+
+def test_the_flag_and_the_variable_name_the_store_and_its_password_is_not_shown() -> None:
+    url = "redis://:Pw4Xq8Lz2Mn6@redis.internal:6379/0"
+    args = build_parser().parse_args(["serve", "--model", "m", "--approval-store", url])
+    config = config_from_args(
+        args, upstream_url="http://127.0.0.1:1/v1", model="m", models=[], api_key=None
+    )
+    from_env = config_from_env(
+        {
+            "AGUI_BRIDGE_UPSTREAM_URL": "http://127.0.0.1:1/v1",
+            "AGUI_BRIDGE_MODEL": "m",
+            "AGUI_BRIDGE_APPROVAL_STORE": url,
+        }
+    )
+    plain = build_parser().parse_args(["serve", "--model", "m"])
+    assert config.approval_store == from_env.approval_store == url
+    assert "Pw4Xq8Lz2Mn6" not in repr(config)
+    assert plain.approval_store == "memory"
