@@ -13,6 +13,7 @@ import json
 import re
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 
 import llama_server
 from live_tools import DETERMINISTIC, bridge, joined, llama, official, one_run, types, user
+from servers import messages_from, post, run_input
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_SERVER = ROOT / "examples" / "mcp_server.py"
@@ -127,3 +129,51 @@ def test_a_server_tools_rounds_go_upstream_with_no_retry(
         assert _metric(agent, "agui_bridge_upstream_requests_total") == ROUNDS + 1
         assert _metric(agent, "agui_bridge_upstream_retries_total") == 0
         assert _metric(agent, "agui_bridge_upstream_failures_total") == 0
+
+
+WEATHER_RUNS: list[str] = []
+
+
+def watched_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    WEATHER_RUNS.append(city)
+    return json.dumps({"city": city, "temperature": 18, "sky": "sunny"})
+
+
+watched_weather.__name__ = "get_weather"
+
+
+def test_an_approval_resumed_three_times_at_once_runs_its_tool_once(
+    server: llama_server.Running,
+) -> None:
+    """Issue 32 against the live model: the forced call waits for approval; three copies of
+    the approving resume at once run the tool once, and each goes on to the model (forced
+    again: a new interrupt) and ends cleanly."""
+    WEATHER_RUNS.clear()
+    with bridge(server, tools=[watched_weather], approve=("get_weather",)) as agent:
+        ask_ = [user("What is the weather in Paris?")]
+        first = run_input(ask_, forwardedProps=FORCED)
+        frames = post(agent, first)
+        [interrupt] = frames[-1]["outcome"]["interrupts"]
+        entry = {
+            "interruptId": interrupt["id"],
+            "status": "resolved",
+            "payload": {"approved": True},
+        }
+        resume = run_input(
+            [*ask_, *messages_from(frames)],
+            threadId=first["threadId"],
+            runId=first["runId"],
+            resume=[entry],
+            forwardedProps=FORCED,
+        )
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda _: post(agent, resume), range(3)))
+    results = [
+        f["content"] for frames in answers for f in frames if f["type"] == "TOOL_CALL_RESULT"
+    ]
+    assert len(WEATHER_RUNS) == 1
+    assert sorted(r.startswith("Not run again") for r in results) == [False, True, True]
+    assert all(frames[-1]["type"] == "RUN_FINISHED" for frames in answers), [
+        frames[-1] for frames in answers
+    ]
