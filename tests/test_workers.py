@@ -13,11 +13,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from servers import messages_from, post, run_input, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SERVER = f"{sys.executable} {ROOT / 'examples' / 'mcp_server.py'}"
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -112,17 +114,13 @@ def metric(url: str, name: str) -> float:
 
 def run_many(url: str, count: int, **extra: Any) -> list[list[dict[str, Any]]]:
     """``count`` runs at once, each on a connection of its own."""
-    results: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+    return at_once(count, lambda i: post(f"{url}/agent", run_input(threadId=f"t{i}", **extra)))
 
-    def one(index: int) -> None:
-        results[index] = post(f"{url}/agent", run_input(threadId=f"t{index}", **extra))
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
+def at_once(count: int, one: Callable[[int], _T]) -> list[_T]:
+    """``one(0)`` … ``one(count - 1)`` at once, each in a thread of its own; their answers."""
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(one, range(count)))
 
 
 def test_runs_spread_over_the_workers_and_metrics_report_them_all() -> None:
@@ -288,21 +286,14 @@ def approved_resume(url: str) -> dict[str, Any]:
 
 def copies_at_once(urls: list[str], body: dict[str, Any], count: int) -> list[str]:
     """``count`` copies of one resume at once, spread over ``urls``: each one's tool result."""
-    found: list[str] = [""] * count
-    barrier = threading.Barrier(count)
 
-    def one(index: int) -> None:
-        barrier.wait()
+    def one(index: int) -> str:
         frames = post(f"{urls[index % len(urls)]}/agent", body)
         assert frames[-1]["type"] == "RUN_FINISHED", frames[-1]
-        [found[index]] = [f["content"] for f in frames if f["type"] == "TOOL_CALL_RESULT"]
+        [result] = [f["content"] for f in frames if f["type"] == "TOOL_CALL_RESULT"]
+        return str(result)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return found
+    return at_once(count, one)
 
 
 def test_one_approval_runs_once_across_the_workers() -> None:
