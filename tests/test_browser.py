@@ -1,10 +1,11 @@
 """The demo page in a real browser: ``tests/browser/demo.test.mjs`` drives Debian's Chromium.
 
-This test builds the page when needed, starts three ``agui-bridge`` processes (a fast demo for
-every scripted model, a slow one for live streaming and Stop, and ``serve --web-demo`` whose
-upstream is down and which wants a token, for the error banners), runs the Node test against
-them and stops them. Node and
-Chromium are required, not optional: ``make test`` must prove the page works.
+This test builds the page when needed, starts four ``agui-bridge`` processes (a fast demo for
+every scripted model, a slow one for live streaming and Stop, ``serve --web-demo`` whose
+upstream is down and which wants a token, for the error banners, and a fast demo with
+``--metrics`` for the double-clicked approvals, whose emails it counts), runs the Node test
+against them and stops them. Node and Chromium are required, not optional: ``make test`` must
+prove the page works.
 
 A second test (``tests/browser/mcp_apps.test.mjs``) runs ``demo --mcp ui=<tests/mcp_ui_server.py>``:
 the ``mcp-apps`` activity's card, and its widget opened in a sandboxed iframe through a proxied
@@ -50,6 +51,8 @@ SCREENSHOTS = ("demo.png", "demo-phone.png", "demo-approval.png")
 WEB_DEMO_SOURCES = ("src", "index.html", "styles.css", "build.mjs", "package-lock.json")
 #: Seconds between the scripted model's tokens: quick runs, and runs slow enough to stop.
 FAST_PACE, SLOW_PACE = 0.002, 0.15
+#: The approvals demo.test.mjs clicks twice (a double click, two fast clicks): one email each.
+DOUBLE_CLICKED_APPROVALS = 2
 #: What ``agui-bridge`` reads its --auth-token from.
 AUTH_TOKEN_VARIABLE = "AGUI_BRIDGE_AUTH_TOKEN"
 
@@ -75,12 +78,16 @@ def test_demo_page_in_chromium() -> None:
                 auth_token=down_token,
             )
         )
+        once = stack.enter_context(
+            _bridge("once-demo", "demo", "--pace", str(FAST_PACE), "--metrics")
+        )
         env = {
             **os.environ,
             "DEMO_URL": demo,
             "SLOW_DEMO_URL": slow,
             "DOWN_URL": down,
             "DOWN_TOKEN": down_token,
+            "ONCE_DEMO_URL": once,
             "ARTIFACTS_DIR": str(ARTIFACTS),
         }
         output = run(
@@ -90,8 +97,15 @@ def test_demo_page_in_chromium() -> None:
             timeout=300,
             what="the browser test",
         )
+        emails = _tool_calls(once, "send_email")
 
     _check_summary(output)
+    # Two approvals clicked twice each (a double click, two fast clicks): two emails in all;
+    # whatever the page sent beyond one resume each was answered as already run.
+    assert emails.get("ok") == DOUBLE_CLICKED_APPROVALS, emails
+    resumes = [int(n) for n in re.findall(r"^# the page sent (\d+) resume", output, re.MULTILINE)]
+    assert len(resumes) == DOUBLE_CLICKED_APPROVALS, output
+    assert emails.get("already_run", 0) == sum(resumes) - DOUBLE_CLICKED_APPROVALS, emails
 
     for name in SCREENSHOTS:
         assert (ARTIFACTS / name).stat().st_size > 10_000, f"no screenshot {name}"
@@ -131,6 +145,17 @@ def test_demo_page_shows_an_mcp_app_in_chromium() -> None:
 
     _check_summary(output)
     assert (ARTIFACTS / MCP_APP_SCREENSHOT).stat().st_size > 10_000, "no screenshot"
+
+
+def _tool_calls(url: str, tool: str) -> dict[str, float]:
+    """A server tool's calls by outcome, from ``agui_bridge_tool_calls_total`` on GET /metrics."""
+    text = httpx.get(f"{url}metrics", timeout=5).raise_for_status().text
+    counts: dict[str, float] = {}
+    for labels, value in re.findall(r"^agui_bridge_tool_calls_total\{(.*)\} (\S+)$", text, re.M):
+        label = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if label["tool"] == tool and label["side"] == "server":
+            counts[label["outcome"]] = float(value)
+    return counts
 
 
 def _check_summary(output: str) -> None:

@@ -5,6 +5,8 @@
 //   SLOW_DEMO_URL  `agui-bridge demo` with a slow pace: live streaming, and the stop button
 //   DOWN_URL       `agui-bridge serve --web-demo` whose upstream is down: the error banner
 //   DOWN_TOKEN     the --auth-token that server wants (AGUI_BRIDGE_AUTH_TOKEN)
+//   ONCE_DEMO_URL  `agui-bridge demo --metrics` for the double-clicked approvals alone: its
+//                  send_email runs are counted from GET /metrics
 //   ARTIFACTS_DIR  where the screenshots go (demo.png, demo-phone.png, demo-approval.png)
 //
 // Every page must run without a console error, warning or uncaught exception.
@@ -25,6 +27,7 @@ const DEMO_URL = env("DEMO_URL");
 const SLOW_DEMO_URL = env("SLOW_DEMO_URL");
 const DOWN_URL = env("DOWN_URL");
 const DOWN_TOKEN = env("DOWN_TOKEN");
+const ONCE_DEMO_URL = env("ONCE_DEMO_URL");
 const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
 
 const DESKTOP = { width: 1280, height: 860 };
@@ -433,6 +436,78 @@ test("Stop while the card waits: the call is not run, and the next turn works", 
     await close();
   }
 });
+
+/** send_email's calls run by the bridge, by outcome (ok: it ran; already_run: a repeated
+ * approval, not run again), from agui_bridge_tool_calls_total on GET /metrics. */
+async function emailCalls(url) {
+  const text = await (await fetch(new URL("/metrics", url))).text();
+  const counts = { ok: 0, already_run: 0 };
+  for (const [, labels, value] of text.matchAll(/^agui_bridge_tool_calls_total\{(.*)\} (\S+)$/gm)) {
+    const pairs = [...labels.matchAll(/(\w+)="([^"]*)"/g)].map((match) => match.slice(1));
+    const label = Object.fromEntries(pairs);
+    if (label.tool === "send_email" && label.side === "server") {
+      counts[label.outcome] = Number(value);
+    }
+  }
+  return counts;
+}
+
+// Two clicks on Approve: a double click, and two single clicks in a burst (real mouse input
+// both, at the button's centre: a click on a disabled button reaches no handler).
+const TWO_CLICKS = {
+  "a double click": (button) => button.dblclick(),
+  "two fast clicks": async (button) => {
+    const box = await button.boundingBox();
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+    await button.page().mouse.click(x, y);
+    await button.page().mouse.click(x, y);
+  },
+};
+
+for (const [how, clickTwice] of Object.entries(TWO_CLICKS)) {
+  test(`Approve clicked twice (${how}): one email sent, one result on the page`, async (t) => {
+    const { page, problems, close } = await openPage(ONCE_DEMO_URL);
+    const resumes = [];
+    page.on("request", (request) => {
+      if (request.method() !== "POST") return;
+      const body = request.postDataJSON();
+      if (body?.resume) resumes.push(body.resume);
+    });
+    try {
+      const before = await emailCalls(ONCE_DEMO_URL);
+      const card = await askForEmail(page);
+      await clickTwice(card.getByTestId("approve-button"));
+      const answer = await finalAnswer(page);
+      const after = await emailCalls(ONCE_DEMO_URL);
+      const answers = resumes.map((resume) => resume.map((entry) => entry.payload));
+      t.diagnostic(`the page sent ${resumes.length} resume(s): ${JSON.stringify(answers)}`);
+
+      assert.equal(after.ok - before.ok, 1, "send_email ran once");
+      assert.ok(resumes.length >= 1, "the page sent the approval");
+      assert.equal(
+        after.already_run - before.already_run,
+        resumes.length - 1,
+        "every other resume was told the approval was used",
+      );
+      assert.equal(answer.trim(), `Done: “${SENT_TO_ALICE}”`);
+      assert.equal(await page.getByTestId("assistant-text").count(), 1);
+      const approvals = page.locator("[data-testid=approval-card]");
+      assert.deepEqual(await approvals.evaluateAll((cards) => cards.map((c) => c.dataset.state)), [
+        "approved",
+      ]);
+      assert.equal(await approvals.getByTestId("approval-verdict").textContent(), "Approved.");
+      assert.deepEqual(
+        (await toolCards(page)).map(({ name, state, result }) => [name, state, result]),
+        [["send_email", "done", SENT_TO_ALICE]],
+        "one email card, with one result",
+      );
+      assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+      assert.deepEqual(problems, []);
+    } finally {
+      await close();
+    }
+  });
+}
 
 describe("every scripted model: thinking, two frontend tools, the answer from their results", () => {
   for (const model of MODELS) {
