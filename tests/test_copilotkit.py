@@ -11,7 +11,10 @@ bridge's result came back before the page's. A turn of interleaved thinking (rea
 reasoning again, text again) shows in the order produced. In the approval conversation (approved
 on the card, then another call denied, then a third turn), the resumed runs sent the tool's result
 or the refusal upstream, and the third turn sent each call with one answer: the statement the
-bridge puts in place of CopilotKit's ``{"approved": …}`` message, never that message.
+bridge puts in place of CopilotKit's ``{"approved": …}`` message, never that message. An Approve
+clicked twice (a double click, two fast clicks) sent one email: the bridge's
+``agui_bridge_tool_calls_total`` counts one run per approval, and every other resume that reached
+it was answered as already run.
 
 ``tests/browser/copilotkit-mcp-app.test.mjs`` shows an MCP App in the same page: the bridge runs
 ``examples/mcp_app_server.py`` as ``app``; CopilotKit renders the counter widget ``app__counter``
@@ -40,7 +43,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo.tools import send_email
-from bridge.serve.run.resume import APPROVED_STATEMENT
+from bridge.serve.run.resume import ALREADY_RUN_STATEMENT, APPROVED_STATEMENT
 from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import ASK_TOOLS, free_port, scripted_stack
 
@@ -94,6 +97,11 @@ DECLINED = "The user declined: not to Bob"
 #: The call to Carol, approved with the arguments edited to Dave: Dave's result upstream.
 EDIT_PROMPT = "Email carol@example.com that the plan changed."
 EDITED_SENT = 'Sent to dave@example.com: "The plan changed"'
+#: The call to Erin, whose Approve is clicked twice (a double click, two fast clicks), for the
+#: first approval model in both wirings: one email each time.
+TWICE_PROMPT = "Email erin@example.com that Approve was clicked twice."
+TWICE_SENT = 'Sent to erin@example.com: "Approve was clicked twice"'
+DOUBLE_CLICKED = 2 * len(WIRINGS)
 #: The MCP App test's models (both wirings): tool calls as calls and as text.
 MCP_APP_MODELS = ("scripted-reasoning-content", "scripted-hermes-text")
 MCP_APP_PROMPT = "Show me the app__counter, please."
@@ -125,7 +133,10 @@ def test_copilotkit_example_in_chromium() -> None:
     with (
         # Every turn's reasoning goes upstream, so the second turn shows what CopilotKit sent back.
         scripted_stack(
-            cors_origins=(app_origin,), reasoning_scope="all", tools=[get_time, send_email]
+            cors_origins=(app_origin,),
+            reasoning_scope="all",
+            tools=[get_time, send_email],
+            metrics=True,
         ) as stack,
         _example_server(stack.bridge_url, app_port),
     ):
@@ -147,13 +158,14 @@ def test_copilotkit_example_in_chromium() -> None:
             what="the CopilotKit browser test",
         )
         requests = list(stack.upstream_requests)
+        metrics = httpx.get(f"{stack.bridge_url}/metrics", timeout=10).text
 
     for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
         if not re.search(rf"^{line}$", output, re.MULTILINE):
             pytest.fail(f"the CopilotKit test did not report {line!r}:\n{output}", pytrace=False)
     passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
     cases = len(MODELS) + len(MIXED_MODELS) + len(INTERLEAVED_MODELS) + 2 * len(APPROVAL_MODELS)
-    cases *= len(WIRINGS)
+    cases = cases * len(WIRINGS) + DOUBLE_CLICKED
     if not passed or int(passed.group(1)) != cases:
         pytest.fail(f"the CopilotKit test did not pass every case:\n{output}", pytrace=False)
 
@@ -179,6 +191,13 @@ def test_copilotkit_example_in_chromium() -> None:
             _check_edit(edits)
         else:
             assert emails == edits == [], model
+    resumed = _check_double_clicked([r for r in requests if _question(r) == TWICE_PROMPT])
+    # One email per approval: approved and edited per model and wiring, and each double click.
+    runs = _tool_calls(metrics, "send_email")
+    approved = 2 * len(APPROVAL_MODELS) * len(WIRINGS) + DOUBLE_CLICKED
+    assert runs.get("ok") == approved, runs
+    # A resume beyond the first of a double click (if the page sent one) ran nothing.
+    assert runs.get("already_run", 0) == resumed - DOUBLE_CLICKED, runs
 
     assert (ARTIFACTS / "copilotkit.png").stat().st_size > 10_000, "no screenshot"
     assert (ARTIFACTS / "copilotkit-approval.png").stat().st_size > 10_000, "no approval screenshot"
@@ -400,6 +419,32 @@ def _check_edit(requests: list[dict[str, Any]]) -> None:
         [call] = calling["tool_calls"]
         assert json.loads(call["function"]["arguments"])["to"] == "carol@example.com"
         assert result == {"role": "tool", "tool_call_id": call["id"], "content": EDITED_SENT}
+
+
+def _check_double_clicked(requests: list[dict[str, Any]]) -> int:
+    """Per click: the question (interrupted), then one resumed run per resume that reached the
+    bridge, each with the call's one result: the email's in one, the already-run statement in
+    any other. The number of resumed runs."""
+    questions = [r for r in requests if _roles(r) == ["user"]]
+    resumed = [r for r in requests if _roles(r) == ["user", "assistant", "tool"]]
+    assert len(questions) == DOUBLE_CLICKED, [_roles(r) for r in requests]
+    assert len(questions) + len(resumed) == len(requests), [_roles(r) for r in requests]
+    results = sorted(_conversation(r)[2]["content"] for r in resumed)
+    extra = len(resumed) - DOUBLE_CLICKED
+    assert results == sorted([TWICE_SENT] * DOUBLE_CLICKED + [ALREADY_RUN_STATEMENT] * extra)
+    return len(resumed)
+
+
+def _tool_calls(metrics: str, tool: str) -> dict[str, float]:
+    """A server tool's calls by outcome, from ``agui_bridge_tool_calls_total``."""
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "agui_bridge_tool_calls_total"
+        and sample.labels["tool"] == tool
+        and sample.labels["side"] == "server"
+    }
 
 
 def _conversation(request: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,6 +13,9 @@
 //   APPROVAL_MODELS comma-separated models that also run, in both wirings, a conversation with
 //                  the bridge's send_email (which waits for approval): approved with a click on
 //                  the approval card, then another one denied with a reason, then a third turn
+//                  The first of them also runs, in both wirings, an email whose Approve is
+//                  clicked twice (a double click, two fast clicks): test_copilotkit.py counts
+//                  the emails the bridge sent (its GET /metrics) and what reached the model
 //   ARTIFACTS_DIR  where the screenshots go (copilotkit.png, copilotkit-approval.png)
 //
 // Every page must run without a console error or warning, an uncaught exception, or an error
@@ -69,6 +72,25 @@ const EDIT_PROMPT = "Email carol@example.com that the plan changed.";
 const EDIT_ARGS = { to: "carol@example.com", subject: "The plan changed", body: "The plan changed." };
 const EDITED_ARGS = { ...EDIT_ARGS, to: "dave@example.com" };
 const EDITED_SENT = 'Sent to dave@example.com: "The plan changed"';
+/** Asked this, the model emails Erin; the card's Approve is clicked twice. */
+const TWICE_PROMPT = "Email erin@example.com that Approve was clicked twice.";
+const TWICE_ARGS = {
+  to: "erin@example.com",
+  subject: "Approve was clicked twice",
+  body: "Approve was clicked twice.",
+};
+const TWICE_SENT = 'Sent to erin@example.com: "Approve was clicked twice"';
+/** Two clicks on a button, as a person makes them (real mouse input: a click on the button
+ * once disabled reaches no handler). */
+const TWO_CLICKS = {
+  "a double click": (button) => button.dblclick(),
+  "two fast clicks": async (button) => {
+    const box = await button.boundingBox();
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+    await button.page().mouse.click(x, y);
+    await button.page().mouse.click(x, y);
+  },
+};
 /** The approval case whose card is photographed (docs/copilotkit-approval.png). */
 const APPROVAL_SCREENSHOT_CASE = { wiring: "runtime", model: APPROVAL_MODELS[0] };
 
@@ -152,6 +174,14 @@ function emailCard(entries, to) {
     .filter((tool) => tool.name === "send_email" && tool.args.to === to);
   assert.equal(cards.length, 1, JSON.stringify(entries, null, 1));
   return cards[0];
+}
+
+/** The resume answers a request body carries, at any depth (CopilotRuntime's envelope, or the
+ * RunAgentInput the direct wiring sends the bridge). */
+function resumesIn(value) {
+  if (!value || typeof value !== "object") return [];
+  if (Array.isArray(value.resume) && value.resume.length > 0) return [value.resume];
+  return Object.values(value).flatMap(resumesIn);
 }
 
 async function saveApprovalScreenshot(page) {
@@ -415,6 +445,47 @@ for (const wiring of WIRINGS) {
           );
           const answer = turn.filter((entry) => entry.kind === "assistant").at(-1);
           assert.ok(answer.text.includes(`Done: “${EDITED_SENT}”`), answer.text);
+          await checkClean(page, problems);
+        } finally {
+          await page.close();
+        }
+      });
+    }
+
+    for (const [how, clickTwice] of Object.entries(TWO_CLICKS)) {
+      const model = APPROVAL_MODELS[0];
+      test(`${model}: Approve clicked twice (${how}): one email, one result`, async (t) => {
+        const { page, problems } = await openPage(wiring, model);
+        const resumes = [];
+        page.on("request", (request) => {
+          if (request.method() === "POST") resumes.push(...resumesIn(request.postDataJSON()));
+        });
+        try {
+          await send(page, TWICE_PROMPT);
+          await approvalCard(page, problems, TWICE_ARGS);
+          await clickTwice(page.getByTestId("approval-approve"));
+          await answered(page, problems, "Done: ");
+          const approvals = await page.evaluate(() => window.approvals);
+          t.diagnostic(
+            `the page answered ${JSON.stringify(approvals)}, sent ${resumes.length} resume(s)`,
+          );
+          assert.ok(resumes.length >= 1, "the page sent the approval");
+
+          // Whatever the page sent, the card shows one result: the email's.
+          assert.equal(await page.getByTestId("approval-card").count(), 0, "the card is gone");
+          const turn = await transcript(page);
+          const sent = emailCard(turn, TWICE_ARGS.to);
+          assert.deepEqual(
+            { status: sent.status, result: sent.result },
+            { status: "complete", result: TWICE_SENT },
+          );
+          const answers = turn.filter((entry) => entry.kind === "assistant" && entry.text);
+          assert.deepEqual(
+            answers.map((entry) => entry.text),
+            [`Done: “${TWICE_SENT}”`],
+            JSON.stringify(turn, null, 1),
+          );
+          assert.deepEqual(await page.evaluate(() => window.toolCalls), [], "nothing ran here");
           await checkClean(page, problems);
         } finally {
           await page.close();
