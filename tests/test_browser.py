@@ -31,6 +31,7 @@ from typing import IO
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import free_port
@@ -150,12 +151,14 @@ def test_demo_page_shows_an_mcp_app_in_chromium() -> None:
 def _tool_calls(url: str, tool: str) -> dict[str, float]:
     """A server tool's calls by outcome, from ``agui_bridge_tool_calls_total`` on GET /metrics."""
     text = httpx.get(f"{url}metrics", timeout=5).raise_for_status().text
-    counts: dict[str, float] = {}
-    for labels, value in re.findall(r"^agui_bridge_tool_calls_total\{(.*)\} (\S+)$", text, re.M):
-        label = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-        if label["tool"] == tool and label["side"] == "server":
-            counts[label["outcome"]] = float(value)
-    return counts
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "agui_bridge_tool_calls_total"
+        and sample.labels["tool"] == tool
+        and sample.labels["side"] == "server"
+    }
 
 
 def _check_summary(output: str) -> None:
