@@ -422,9 +422,9 @@ def _check_edit(requests: list[dict[str, Any]]) -> None:
 
 
 def _check_double_clicked(requests: list[dict[str, Any]]) -> int:
-    """Per click: the question (interrupted), then one resumed run per resume that reached the
-    bridge, each with the call's one result: the email's in one, the already-run statement in
-    any other. The number of resumed runs."""
+    """Per Approve clicked twice: the question (interrupted), then one resumed run per resume
+    that reached the bridge, each with the call's one result: the email's in one, the already-run
+    statement in any other. The number of resumed runs."""
     questions = [r for r in requests if _roles(r) == ["user"]]
     resumed = [r for r in requests if _roles(r) == ["user", "assistant", "tool"]]
     assert len(questions) == DOUBLE_CLICKED, [_roles(r) for r in requests]

@@ -12,7 +12,7 @@
 //                  interleaved thinking (reasoning, text, reasoning again, text again)
 //   APPROVAL_MODELS comma-separated models that also run, in both wirings, a conversation with
 //                  the bridge's send_email (which waits for approval): approved with a click on
-//                  the approval card, then another one denied with a reason, then a third turn
+//                  the approval card, then another one denied with a reason, then a third turn.
 //                  The first of them also runs, in both wirings, an email whose Approve is
 //                  clicked twice (a double click, two fast clicks): test_copilotkit.py counts
 //                  the emails the bridge sent (its GET /metrics) and what reached the model
