@@ -17,3 +17,15 @@ const CHROMIUM_ARGS = [
 export function launchChromium() {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
 }
+
+/** Two clicks on a button, as a person makes them (real mouse input: a click on the button
+ * once disabled reaches no handler). */
+export const TWO_CLICKS = {
+  "a double click": (button) => button.dblclick(),
+  "two fast clicks": async (button) => {
+    const box = await button.boundingBox();
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+    await button.page().mouse.click(x, y);
+    await button.page().mouse.click(x, y);
+  },
+};

@@ -26,7 +26,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, TWO_CLICKS } from "./chromium.mjs";
 import { answered, env, openPage as openAppPage, RUN_TIMEOUT, send, transcript } from "./copilotkit_page.mjs";
 
 const openPage = (wiring, model) => openAppPage(context, APP_URL, wiring, model);
@@ -80,17 +80,6 @@ const TWICE_ARGS = {
   body: "Approve was clicked twice.",
 };
 const TWICE_SENT = 'Sent to erin@example.com: "Approve was clicked twice"';
-/** Two clicks on a button, as a person makes them (real mouse input: a click on the button
- * once disabled reaches no handler). */
-const TWO_CLICKS = {
-  "a double click": (button) => button.dblclick(),
-  "two fast clicks": async (button) => {
-    const box = await button.boundingBox();
-    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
-    await button.page().mouse.click(x, y);
-    await button.page().mouse.click(x, y);
-  },
-};
 /** The approval case whose card is photographed (docs/copilotkit-approval.png). */
 const APPROVAL_SCREENSHOT_CASE = { wiring: "runtime", model: APPROVAL_MODELS[0] };
 

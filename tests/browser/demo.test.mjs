@@ -16,7 +16,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, TWO_CLICKS } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -454,16 +454,6 @@ async function emailCalls(url) {
 
 // Two clicks on Approve: a double click, and two single clicks in a burst (real mouse input
 // both, at the button's centre: a click on a disabled button reaches no handler).
-const TWO_CLICKS = {
-  "a double click": (button) => button.dblclick(),
-  "two fast clicks": async (button) => {
-    const box = await button.boundingBox();
-    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
-    await button.page().mouse.click(x, y);
-    await button.page().mouse.click(x, y);
-  },
-};
-
 for (const [how, clickTwice] of Object.entries(TWO_CLICKS)) {
   test(`Approve clicked twice (${how}): one email sent, one result on the page`, async (t) => {
     const { page, problems, close } = await openPage(ONCE_DEMO_URL);
