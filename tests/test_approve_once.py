@@ -8,6 +8,7 @@ tests/test_node_client.py, the demo page and CopilotKit in the browser tests."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import threading
@@ -27,6 +28,7 @@ from bridge.cli.parser import build_parser
 from bridge.cli.settings import config_from_args, config_from_env
 from bridge.serve.http.app import create_app
 from bridge.serve.run.resume import ALREADY_RUN_STATEMENT
+from bridge.serve.tools.approvals import _mac, sign_interrupt, verify_interrupt
 from bridge.serve.tools.claims import (
     CLOCK_SKEW,
     ApprovalStoreError,
@@ -351,3 +353,26 @@ def test_the_flag_and_the_variable_name_the_store_and_its_password_is_not_shown(
     assert config.approval_store == from_env.approval_store == url
     assert "Pw4Xq8Lz2Mn6" not in repr(config)
     assert plain.approval_store == "memory"
+
+
+def test_two_interrupts_for_one_call_in_one_second_are_two_approvals() -> None:
+    """A model (or the scripted one) that repeats a call id in a thread gets a new interrupt each
+    time: a nonce in the token, so that approving one does not use the other up. A token of
+    before, without the nonce, still holds."""
+    fields = {
+        "thread_id": "t",
+        "tool_call_id": "call_1",
+        "tool_name": "send_mail",
+        "arguments": "{}",
+        "expires_at": datetime(2030, 1, 1, tzinfo=UTC),
+    }
+    secret = SECRET.encode()
+    one, two = sign_interrupt(secret, **fields), sign_interrupt(secret, **fields)
+    assert one != two and claim_key(one) != claim_key(two)
+    old_payload = base64.urlsafe_b64encode(b'{"c":"call_1","e":1893456000}').rstrip(b"=").decode()
+    mac = _mac(secret, old_payload, "t", "call_1", "send_mail", "{}")
+    old = f"int1.{old_payload}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+    check = {k: v for k, v in fields.items() if k != "expires_at"}
+    now = datetime(2029, 1, 1, tzinfo=UTC)
+    for token in (one, two, old):
+        assert verify_interrupt(secret, token, **check, now=now).tool_call_id == "call_1"

@@ -9,9 +9,10 @@ expiry. The resumed run finds the call in the history the client sends back, and
 holds only if that call is the one that was signed, byte for byte.
 
 Token: ``int1.<payload>.<mac>``, both parts base64url without padding. The payload is the JSON
-``{"c": <tool call id>, "e": <expiry, Unix seconds>}`` (read before the check, to find the call
-a resume entry answers); the MAC covers the payload exactly as written and the fields from the
-history. A token for a typical call id is about 130 characters: it fits in a URL.
+``{"c": <tool call id>, "e": <expiry, Unix seconds>, "n": <nonce>}`` (read before the check,
+to find the call a resume entry answers); the MAC covers the payload exactly as written and the
+fields from the history. A token for a typical call id is about 150 characters: it fits in a
+URL. Tokens of before, without the nonce, still hold.
 
 The arguments are hashed as the model sent them (their UTF-8 bytes), not as canonical JSON:
 the clients send back the string they joined from TOOL_CALL_ARGS deltas, unchanged
@@ -123,9 +124,10 @@ def sign_interrupt(
 ) -> str:
     """The interrupt id for this call: a token only this secret makes, for this call only.
     ``arguments`` as the client will send them back (after any redaction of the stream)."""
-    payload = _b64encode(
-        json.dumps({"c": tool_call_id, "e": _seconds(expires_at)}, separators=(",", ":")).encode()
-    )
+    # A nonce: two interrupts for the same call in the same second (a model or a script that
+    # repeats its call ids) are two tokens, so that using one does not use the other up.
+    fields = {"c": tool_call_id, "e": _seconds(expires_at), "n": secrets.token_urlsafe(6)}
+    payload = _b64encode(json.dumps(fields, separators=(",", ":")).encode())
     mac = _mac(secret, payload, thread_id, tool_call_id, tool_name, arguments)
     return f"{TOKEN_PREFIX}{payload}.{_b64encode(mac)}"
 
@@ -332,7 +334,9 @@ def _parts(token: str) -> _TokenParts | None:
         fields = json.loads(payload)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(fields, dict) or fields.keys() != {"c", "e"}:
+    if not isinstance(fields, dict) or fields.keys() - {"n"} != {"c", "e"}:
+        return None
+    if not isinstance(fields.get("n", ""), str):
         return None
     call_id, expiry = fields["c"], fields["e"]
     if not isinstance(call_id, str) or type(expiry) is not int or not 0 <= expiry <= _LAST_SECOND:
