@@ -9,7 +9,7 @@ import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from bridge.core.translate import TranslateOptions
@@ -101,6 +101,23 @@ class BridgeConfig:
 
     include_state: bool = False
     """Send the run's ``state`` to the model as a system message."""
+
+    shared_state: bool = False
+    """The model edits the run's ``state`` (a JSON object): it is shown the state and offered the
+    ``update_state`` tool, whose JSON Patch the bridge applies and sends as ``STATE_DELTA``; a
+    run that changed it ends with a ``STATE_SNAPSHOT`` (README "Shared state"; the ``state``
+    extra)."""
+
+    state_schema: Mapping[str, Any] | None = None
+    """A JSON Schema every state the model makes must keep to (shown to the model too)."""
+
+    max_state_bytes: int = 1_000_000
+    """The largest state (its JSON, in bytes) a patch may make."""
+
+    predict_state: tuple[tuple[str, str, str], ...] = ()
+    """``(state_key, tool, tool_argument)``: every run begins with a ``CUSTOM`` ``PredictState``
+    event naming them, so the frontend streams that tool argument into that state key while the
+    model writes it (CopilotKit's predictive state updates)."""
 
     include_usage: bool = True
     """Ask for ``stream_options.include_usage`` (retried without it if the server refuses)."""
@@ -287,6 +304,31 @@ class BridgeConfig:
                 "OpenTelemetry tracing (--otel, OTEL_EXPORTER_OTLP_ENDPOINT) needs the "
                 "OpenTelemetry SDK, which is not installed: pip install 'agui-bridge[otel]'"
             )
+        if self.shared_state and not importable("jsonpatch"):
+            raise ValueError(
+                "shared state (--shared-state) needs jsonpatch, which is not installed: "
+                "pip install 'agui-bridge[state]'"
+            )
+        if self.state_schema is not None:
+            if not importable("jsonschema"):
+                raise ValueError(
+                    "a state schema (--state-schema) needs jsonschema, which is not installed: "
+                    "pip install 'agui-bridge[state]'"
+                )
+            import jsonschema
+
+            try:
+                jsonschema.Draft202012Validator.check_schema(self.state_schema)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"the state schema is not a JSON Schema: {exc.message}") from None
+        if self.max_state_bytes < 2:
+            raise ValueError("max_state_bytes must be at least 2 (the JSON of {})")
+        for entry in self.predict_state:
+            if len(entry) != 3 or not all(isinstance(part, str) and part for part in entry):
+                raise ValueError(
+                    f"predict_state entries are (state_key, tool, tool_argument): {entry!r}"
+                )
+        object.__setattr__(self, "predict_state", tuple(tuple(e) for e in self.predict_state))
         if self.mcp_servers and importlib.util.find_spec("mcp") is None:
             raise ValueError(
                 "MCP servers (--mcp) need the MCP SDK, which is not installed: "

@@ -17,6 +17,13 @@ from ag_ui.encoder import EventEncoder
 
 _ENCODER = EventEncoder()
 _SNAKE = re.compile(r"^[a-z]+(_[a-z0-9]+)+$")
+#: Fields whose value is the application's JSON, by event type.
+_DATA_FIELDS = {
+    "CUSTOM": ("value",),
+    "STATE_SNAPSHOT": ("snapshot",),
+    "STATE_DELTA": ("delta",),
+    "RUN_FINISHED": ("result",),
+}
 _COUNT_KEYS = {
     "inputTokens",
     "outputTokens",
@@ -103,7 +110,10 @@ def check_frames(frames: list[dict[str, Any]], *, complete: bool = True) -> list
                 raise fail(i, f"{name} still open: {sorted(ids)}")
 
     for i, frame in enumerate(frames):
-        _check_schema(frame, f"#{i}")
+        # The application's own JSON (a state, a custom value, a run's result) is data, any
+        # JSON at all: the schema types it as any; only the event's own fields are checked.
+        data = _DATA_FIELDS.get(frame.get("type"), ())
+        _check_schema({k: v for k, v in frame.items() if k not in data}, f"#{i}")
         kind = frame["type"]
         if errored and kind != "RUN_STARTED":
             raise fail(i, "after RUN_ERROR")

@@ -63,6 +63,32 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "--include-state", action="store_true", help="send the run's state to the model as context"
     )
     group.add_argument(
+        "--shared-state",
+        action="store_true",
+        help="the model edits the run's state (a JSON object) with an update_state tool (JSON "
+        "Patch); the client follows by STATE_DELTA and STATE_SNAPSHOT",
+    )
+    group.add_argument(
+        "--state-schema",
+        metavar="FILE",
+        help="a JSON Schema (a file) every state the model makes must keep to",
+    )
+    group.add_argument(
+        "--max-state-bytes",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="the largest state (its JSON) a patch may make (default %(default)s)",
+    )
+    group.add_argument(
+        "--predict-state",
+        action="append",
+        default=[],
+        metavar="KEY=TOOL.ARGUMENT",
+        help="stream a tool's argument into a state key while the model writes it (a CUSTOM "
+        "PredictState event at each run's start; repeatable)",
+    )
+    group.add_argument(
         "--upstream-api",
         choices=["chat", "responses"],
         default="chat",

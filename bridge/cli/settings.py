@@ -9,7 +9,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 from bridge.cli.options import mcp_servers, otel_requested
 from bridge.cli.parser import add_serve_flags, serve_parser
@@ -44,6 +45,10 @@ def config_from_args(
         reasoning_history=args.reasoning_history,
         reasoning_scope=args.reasoning_scope,
         include_state=args.include_state,
+        shared_state=args.shared_state,
+        state_schema=_state_schema(args.state_schema),
+        max_state_bytes=args.max_state_bytes,
+        predict_state=tuple(_predicted(entry) for entry in args.predict_state),
         include_usage=not args.no_usage,
         upstream_stream=args.upstream_stream == "on",
         upstream_transport=args.upstream_transport,
@@ -172,3 +177,25 @@ def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
     parser = _EnvironmentParser(prog="agui-bridge", add_help=False)
     add_serve_flags(parser)
     return serve_config(parser.parse_args(argv_from_env(environ)), environ)
+
+
+def _state_schema(path: str | None) -> dict[str, Any] | None:
+    """``--state-schema FILE``: the JSON Schema the file holds."""
+    if path is None:
+        return None
+    try:
+        schema = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--state-schema {path}: {exc}") from None
+    if not isinstance(schema, dict):
+        raise ValueError(f"--state-schema {path}: a JSON Schema is a JSON object")
+    return schema
+
+
+def _predicted(entry: str) -> tuple[str, str, str]:
+    """``--predict-state KEY=TOOL.ARGUMENT``."""
+    key, _, target = entry.partition("=")
+    tool, _, argument = target.rpartition(".")
+    if not key.strip() or not tool or not argument:
+        raise ValueError(f"--predict-state {entry!r}: say STATE_KEY=TOOL.ARGUMENT")
+    return key.strip(), tool, argument

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
+from bridge.cli.demo.state import UPDATE_STATE, Turn, state_turn
+
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 # Argument fragment sizes, cycled: models stream tool-call JSON in pieces of a few characters.
 _FRAGMENT_SIZES = (3, 2, 4, 5, 2, 3, 5)
@@ -101,6 +103,10 @@ def write_script(request: Mapping[str, Any]) -> Script:
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     user_text = message_text(messages[last_user]) if last_user >= 0 else ""
     since_user = messages[last_user + 1 :]
+    if any(t["name"] == UPDATE_STATE for t in tools):
+        turn = state_turn(user_text, messages, since_user, message_text)
+        if turn is not None:
+            return _state_script(turn, digest, len(since_user))
     if any(m.get("role") == "tool" for m in since_user):
         return _answer_tool_results(since_user)
     if messages and messages[-1].get("role") == "user" and tools:
@@ -150,6 +156,17 @@ def _call_tools(
     if len(calls) > 1:
         reasoning.append("The calls are independent, so I will make them in parallel.")
     return Script(tokenize(" ".join(reasoning)), (), tuple(calls))
+
+
+def _state_script(turn: Turn, digest: bytes, index: int) -> Script:
+    reasoning, answer, patch = turn
+    calls: tuple[ScriptedToolCall, ...] = ()
+    if patch is not None:
+        encoded = json.dumps({"patch": patch})
+        calls = (
+            ScriptedToolCall(_call_id(digest, index), UPDATE_STATE, encoded, _fragments(encoded)),
+        )
+    return Script(tokenize(reasoning), tokenize(answer), calls)
 
 
 def _answer_tool_results(since_user: Sequence[Mapping[str, Any]]) -> Script:

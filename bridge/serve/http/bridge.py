@@ -32,6 +32,7 @@ from bridge.serve.tools.claims import claim_store
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.tools.python_tools import python_tool
 from bridge.serve.tools.server_tools import ServerTools
+from bridge.serve.tools.state import update_state_tool
 from bridge.serve.upstream.client import UpstreamClient
 from bridge.serve.upstream.record import Recorder
 
@@ -72,6 +73,8 @@ class Bridge:
             redact=self.redactor.redact,
             approve=config.approve,
         )
+        if config.shared_state:  # the model's edits of a run's state (README "Shared state")
+            self.tools.add([update_state_tool()])
         # Interrupts are signed, not stored (README "Approving tools"): with no secret given,
         # one of this process's own, which no other process (nor this one restarted) knows.
         secret = config.secret.encode() if config.secret is not None else new_secret()

@@ -27,6 +27,7 @@ from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
 from bridge.serve.run.resume import settle_approvals
+from bridge.serve.tools.state import UPDATE_STATE, RunState
 
 
 async def run(bridge: Bridge, request: Request) -> Response:
@@ -55,7 +56,15 @@ async def run(bridge: Bridge, request: Request) -> Response:
         received=received,
         headers=request.headers,
     )
-    frames = _frames(bridge, run_input, body, loop, protocol, observe, prepare)
+    state = None
+    if bridge.config.shared_state and isinstance(run_input.state, dict):
+        state = RunState(
+            run_input.state,
+            schema=bridge.config.state_schema,
+            max_bytes=bridge.config.max_state_bytes,
+            told=observe.state_update,
+        )
+    frames = _frames(bridge, run_input, body, loop, protocol, observe, prepare, state)
     if bridge.recorder is not None:
         frames = bridge.recorder.recorded(run_input, frames)
 
@@ -87,7 +96,10 @@ def _tool_loop(
         )
     offered = run_input
     if tools:
-        offered = run_input.model_copy(update={"tools": [*frontend, *tools.definitions()]})
+        # update_state only where there is a state to edit: a JSON object.
+        shared = isinstance(run_input.state, dict)
+        served = [d for d in tools.definitions() if shared or d.name != UPDATE_STATE]
+        offered = run_input.model_copy(update={"tools": [*frontend, *served]})
     build_request = (
         build_responses_request if config.upstream_api == "responses" else build_chat_request
     )
@@ -121,6 +133,7 @@ async def _frames(
     protocol: ClientProtocol,
     observe: RunObservation,
     prepare: Prepare | None,
+    state: RunState | None,
 ) -> AsyncGenerator[str, None]:
     config = bridge.config
     writer = FrameWriter(bridge.redactor, protocol)
@@ -133,6 +146,8 @@ async def _frames(
         loop=loop if bridge.tools else None,
         observe=observe,
         prepare=prepare,
+        state=state,
+        predict_state=config.predict_state,
     )
     async with aclosing(run) as batches:
         async for batch in batches:

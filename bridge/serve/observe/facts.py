@@ -41,3 +41,5 @@ class RunFacts:
     tool_calls: int = 0
     upstream_requests: int = 0
     upstream_retries: int = 0
+    #: The model's edits of the shared state that applied (``update_state``).
+    state_updates: int = 0

@@ -157,6 +157,13 @@ class Metrics:
             ["server", "method", "outcome"],
             registry=registry,
         )
+        self.state_updates = Counter(
+            "agui_bridge_state_updates",
+            "The model's update_state calls (--shared-state), by outcome: applied, invalid (the "
+            "patch does not apply), schema (it breaks --state-schema), too_large.",
+            ["outcome"],
+            registry=registry,
+        )
         self._frontend_tools: set[str] = set()
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
@@ -224,3 +231,6 @@ class Metrics:
 
     def proxied(self, server: str, method: str, outcome: str) -> None:
         self.proxied_requests.labels(server, method, outcome).inc()
+
+    def state_update(self, outcome: str) -> None:
+        self.state_updates.labels(outcome).inc()

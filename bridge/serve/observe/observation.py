@@ -163,6 +163,14 @@ class RunObservation(RunFacts):
             for name in names:
                 self.metrics.tool_call(name, side, outcome)
 
+    def state_update(self, outcome: str) -> None:
+        """An ``update_state`` call: ``applied``, or why not (``invalid``, ``schema``,
+        ``too_large``)."""
+        if outcome == "applied":
+            self.state_updates += 1
+        if self.metrics is not None:
+            self.metrics.state_update(outcome)
+
     def end(self, *, bytes_sent: int, disconnected: bool, stopped: bool) -> None:
         """The response is over (``stopped``: ended by the shutdown's RUN_ERROR)."""
         now = time.perf_counter()

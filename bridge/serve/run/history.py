@@ -55,12 +55,14 @@ def to_openai_messages(
     reasoning_field: str = "reasoning_content",
     context: Sequence[Context] = (),
     state: Any = None,
+    state_note: str | None = None,
     encrypted_reasoning: bool = False,
 ) -> list[dict[str, Any]]:
     """Convert an AG-UI conversation into Chat Completions ``messages``.
 
-    ``context`` and ``state`` (when not ``None``) become system messages placed after the
-    leading system/developer messages. Activity messages are UI-only and skipped.
+    ``context`` and ``state`` (when not ``None``), or ``state_note`` (the state as the model
+    may edit it, written already), become system messages placed after the leading
+    system/developer messages. Activity messages are UI-only and skipped.
     Raises ``ValueError`` for content the Chat Completions API cannot carry (audio, video,
     documents, provider file handles) and for an unknown ``reasoning`` or ``scope``.
     """
@@ -124,7 +126,7 @@ def to_openai_messages(
             raise ValueError(f"unsupported message role {getattr(message, 'role', None)!r}")
         joinable = joinable and isinstance(message, ReasoningMessage)
 
-    extra = _context_messages(context, state)
+    extra = _context_messages(context, state, state_note)
     if extra:
         at = 0
         while at < len(out) and out[at]["role"] in _SYSTEM_ROLES:
@@ -290,7 +292,9 @@ def _part_type(part: object) -> object:
     return getattr(part, "type", type(part).__name__)
 
 
-def _context_messages(context: Sequence[Context], state: Any) -> list[dict[str, Any]]:
+def _context_messages(
+    context: Sequence[Context], state: Any, state_note: str | None = None
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if context:
         lines = "\n".join(f"- {item.description}: {item.value}" for item in context)
@@ -298,4 +302,6 @@ def _context_messages(context: Sequence[Context], state: Any) -> list[dict[str, 
     if state is not None:
         dumped = json.dumps(state, ensure_ascii=False, sort_keys=True)
         out.append({"role": "system", "content": f"Current state (JSON):\n{dumped}"})
+    if state_note is not None:
+        out.append({"role": "system", "content": state_note})
     return out

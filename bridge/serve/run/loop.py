@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
+    CustomEvent,
     Message,
     RunAgentInput,
     RunErrorEvent,
@@ -46,6 +47,7 @@ from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, 
 from bridge.serve.tools.claims import ApprovalStoreError
 from bridge.serve.tools.results import with_after
 from bridge.serve.tools.server_tools import ServerTools
+from bridge.serve.tools.state import RUN_STATE, RunState
 from bridge.serve.upstream.burst import READ_BURST
 from bridge.serve.upstream.client import UpstreamClient
 
@@ -91,12 +93,45 @@ async def run_agent(
     loop: ToolLoop | None = None,
     observe: RunObservation | None = None,
     prepare: Prepare | None = None,
+    state: RunState | None = None,
+    predict_state: Sequence[tuple[str, str, str]] = (),
 ) -> AsyncGenerator[Sequence[BaseEvent], None]:
     """Yield the run's events, batched per upstream chunk (one SSE write each). ``api``: the
     upstream's API (``body`` was built for it); ``loop``: the server tools, if any;
     ``observe``: the run's telemetry (``bridge.serve.observe``), told of its turns and tools;
     ``prepare``: what may build ``body`` again once RUN_STARTED is out (what reasoning goes
-    back, read from the upstream)."""
+    back, read from the upstream); ``state``: the run's shared state, which ``update_state``
+    edits (a run that changed it ends with its ``STATE_SNAPSHOT`` before the terminal event);
+    ``predict_state``: ``(state_key, tool, tool_argument)`` announced by a ``CUSTOM``
+    ``PredictState`` right after ``RUN_STARTED``."""
+    batches = _run(run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
+    token = RUN_STATE.set(state)  # the update_state calls of this run find it
+    try:
+        async with aclosing(batches) as each:
+            async for batch in each:
+                if state is not None and state.changed and batch and _terminal(batch[-1]):
+                    batch = [*batch[:-1], state.snapshot(), batch[-1]]
+                yield batch
+    finally:
+        with suppress(ValueError):  # closed from another context: the variable goes with it
+            RUN_STATE.reset(token)
+
+
+def _terminal(event: BaseEvent) -> bool:
+    return isinstance(event, RunFinishedEvent | RunErrorEvent)
+
+
+async def _run(
+    run_input: RunAgentInput,
+    body: dict[str, Any],
+    upstream: UpstreamClient,
+    options: TranslateOptions,
+    api: UpstreamApi,
+    loop: ToolLoop | None,
+    observe: RunObservation | None,
+    prepare: Prepare | None,
+    predict_state: Sequence[tuple[str, str, str]],
+) -> AsyncGenerator[Sequence[BaseEvent], None]:
     if observe is None:
         observe = Telemetry().run(
             thread_id=run_input.thread_id,
@@ -112,6 +147,9 @@ async def run_agent(
             protocol_version=PROTOCOL_VERSION,
         )
     ]
+    if predict_state:  # before any other event: CopilotKit reads it to stream the arguments
+        value = [{"state_key": k, "tool": t, "tool_argument": a} for k, t, a in predict_state]
+        yield [CustomEvent(name="PredictState", value=value)]
     if prepare is not None:
         body = await prepare(body)
     transcript = Transcript()

@@ -12,6 +12,7 @@ from ag_ui.core import RunAgentInput
 from bridge.config import ANY_UPSTREAM_MODEL, FORWARDED_PARAMS, BridgeConfig
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.run.history import ReasoningScope, to_openai_messages, to_openai_tools
+from bridge.serve.tools.state import state_prompt
 
 
 def build_chat_request(
@@ -185,6 +186,8 @@ def _messages(
 ) -> list[dict[str, Any]]:
     if scope is None:
         scope = configured_scope(config)
+    # A run whose state the model may edit is shown it with the tool to edit it.
+    shared = config.shared_state and isinstance(run_input.state, dict)
     try:
         return to_openai_messages(
             run_input.messages,
@@ -196,7 +199,10 @@ def _messages(
             else config.reasoning_history,
             scope=scope,
             context=run_input.context or (),
-            state=run_input.state if config.include_state and run_input.state else None,
+            state=run_input.state
+            if config.include_state and run_input.state and not shared
+            else None,
+            state_note=state_prompt(run_input.state, config.state_schema) if shared else None,
             encrypted_reasoning=encrypted_reasoning,
         )
     except ValueError as exc:

@@ -1,0 +1,176 @@
+"""Shared state (README "Shared state"): the model edits the run's ``state`` with a server tool.
+
+With ``--shared-state``, a run whose ``RunAgentInput.state`` is a JSON object shows the model that
+state (``state_prompt``) and offers it ``update_state``, whose one argument ``patch`` is a list of
+RFC 6902 operations. The bridge runs the call itself: a patch that applies (by ``jsonpatch``) and
+keeps the schema (``--state-schema``, by ``jsonschema``) and the size (``--max-state-bytes``)
+becomes the run's state, and its operations go to the client as ``STATE_DELTA``, right after the
+call's ``TOOL_CALL_RESULT``; one that does not changes nothing, and the model reads why. A run
+that changed its state ends with a ``STATE_SNAPSHOT`` of the whole before its terminal event
+(``bridge.serve.run.loop``).
+
+The run's state is found through ``RUN_STATE``, set by the run before its tools run (the tool's
+calls are tasks made in the run's context). Calls apply in the order they were made (a lock,
+which asyncio hands out first come, first served), and a big state is patched in a worker
+thread: a copy, a patch and a check of a megabyte hold the event loop for tens of ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import Any, Literal
+
+import anyio.to_thread
+from ag_ui.core import StateDeltaEvent, StateSnapshotEvent
+
+from bridge.serve.tools.server_tools import ServerTool, ToolError, ToolOutput, json_arguments
+
+#: The tool's name: a frontend tool of that name is refused while shared state is on.
+UPDATE_STATE = "update_state"
+#: States bigger than this (their JSON, in bytes) are patched in a worker thread.
+_BIG_STATE = 64 * 1024
+#: A new state this small is shown to the model in the call's result.
+_SHOWN_STATE = 4 * 1024
+
+StateOutcome = Literal["applied", "invalid", "schema", "too_large"]
+
+PATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "patch": {
+            "type": "array",
+            "description": "RFC 6902 JSON Patch operations, applied in order, all or none",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "op": {
+                        "type": "string",
+                        "enum": ["add", "remove", "replace", "move", "copy", "test"],
+                    },
+                    "path": {"type": "string", "description": "JSON Pointer, e.g. /todos/0/done"},
+                    "from": {"type": "string"},
+                    "value": {},
+                },
+                "required": ["op", "path"],
+            },
+        }
+    },
+    "required": ["patch"],
+}
+
+
+class RunState:
+    """One run's shared state: what the client sent, as the model's patches change it."""
+
+    def __init__(
+        self,
+        state: Mapping[str, Any],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        max_bytes: int = 1_000_000,
+        told: Callable[[StateOutcome], None] | None = None,
+    ) -> None:
+        self.value: dict[str, Any] = dict(state)
+        self.changed = False
+        self._schema = schema
+        self._max_bytes = max_bytes
+        self._told = told
+        self._size = len(_dumped(self.value))
+        self._lock = asyncio.Lock()
+
+    async def update(self, arguments: str) -> ToolOutput:
+        """Apply one ``update_state`` call's patch; ``ToolError`` (the model reads it) when it
+        does not apply, breaks the schema or grows the state past the limit."""
+        patch = json_arguments(arguments).get("patch")
+        if not isinstance(patch, list):
+            raise self._refused("invalid", "'patch' must be a list of JSON Patch operations")
+        async with self._lock:  # in the calls' order; a big state off the event loop
+            if self._size > _BIG_STATE:
+                new, size = await anyio.to_thread.run_sync(self._patched, patch)
+            else:
+                new, size = self._patched(patch)
+            self.value, self._size, self.changed = new, size, True
+        if self._told is not None:
+            self._told("applied")
+        text = _dumped(new)
+        shown = f" The state is now: {text}" if len(text) <= _SHOWN_STATE else ""
+        return ToolOutput(f"State updated.{shown}", after=(StateDeltaEvent(delta=patch),))
+
+    def _patched(self, patch: list[Any]) -> tuple[dict[str, Any], int]:
+        import jsonpatch  # the state extra; checked when the app is made
+        import jsonpointer
+
+        try:
+            new = jsonpatch.JsonPatch(patch).apply(copy.deepcopy(self.value))
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise self._refused("invalid", f"the patch does not apply: {exc}") from exc
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise self._refused("invalid", f"the patch is malformed: {exc!r}") from exc
+        if not isinstance(new, dict):
+            raise self._refused("invalid", "the state must stay a JSON object")
+        if self._schema is not None:
+            import jsonschema
+
+            errors = list(jsonschema.Draft202012Validator(self._schema).iter_errors(new))[:3]
+            if errors:
+                where = "; ".join(
+                    f"{'/'.join(map(str, error.absolute_path)) or 'the state'}: "
+                    f"{error.message[:200]}"
+                    for error in errors
+                )
+                raise self._refused("schema", f"the new state breaks the schema: {where}")
+        size = len(_dumped(new).encode())
+        if size > self._max_bytes:
+            raise self._refused(
+                "too_large", f"the new state would be {size} bytes, over {self._max_bytes}"
+            )
+        return new, size
+
+    def _refused(self, outcome: StateOutcome, why: str) -> ToolError:
+        if self._told is not None:
+            self._told(outcome)
+        return ToolError(f"{why}. The state is unchanged.")
+
+    def snapshot(self) -> StateSnapshotEvent:
+        return StateSnapshotEvent(snapshot=self.value)
+
+
+#: The state of the run in progress (``None``: the run has none to edit).
+RUN_STATE: ContextVar[RunState | None] = ContextVar("agui_bridge_run_state", default=None)
+
+
+def update_state_tool() -> ServerTool:
+    """The server tool the model edits the state with."""
+
+    async def invoke(arguments: str) -> ToolOutput:
+        state = RUN_STATE.get()
+        if state is None:
+            raise ToolError("this conversation has no shared state to update")
+        return await state.update(arguments)
+
+    return ServerTool(
+        UPDATE_STATE,
+        "Change the shared state the user's app shows, with RFC 6902 JSON Patch operations "
+        '(e.g. {"patch": [{"op": "replace", "path": "/todos/0/done", "value": true}]}).',
+        PATCH_SCHEMA,
+        invoke,
+    )
+
+
+def state_prompt(state: Any, schema: Mapping[str, Any] | None) -> str:
+    """The system message that shows the model the state it may edit."""
+    text = (
+        "Shared state (JSON), which the user's app shows. Change it only with the update_state "
+        f"tool (RFC 6902 JSON Patch operations):\n{_dumped(state)}"
+    )
+    if schema is not None:
+        text += f"\nThe state must keep to this JSON Schema:\n{_dumped(schema)}"
+    return text
+
+
+def _dumped(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
