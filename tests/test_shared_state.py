@@ -18,7 +18,9 @@ import httpx
 import jsonpatch
 import pytest
 
-from servers import messages_from, post, run_input, scripted_stack
+from bridge.cli.parser import build_parser
+from bridge.cli.settings import config_from_args
+from servers import messages_from, post, run_input, scripted_config, scripted_stack
 
 PLAN = "Make a plan to bake a cake"
 TODOS = {"todos": [{"text": "buy milk", "done": False}, {"text": "call Bob", "done": False}]}
@@ -231,3 +233,31 @@ def test_metrics_the_run_line_the_recording_and_redaction(
     recorded = "".join(path.read_text() for path in tmp_path.iterdir())
     assert '"type":"STATE_DELTA"' in recorded and '"type":"STATE_SNAPSHOT"' in recorded
     assert key not in json.dumps(frames) + recorded + caplog.text
+
+
+def test_the_flags_map_onto_the_config(tmp_path: Path) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["todos"]}))
+    args = build_parser().parse_args(
+        [
+            "serve", "--model", "m", "--shared-state", "--state-schema", str(schema),
+            "--max-state-bytes", "5000", "--predict-state", "document=write_document.document",
+        ]
+    )  # fmt: skip
+    config = config_from_args(
+        args, upstream_url="http://127.0.0.1:1/v1", model="m", models=[], api_key=None
+    )
+    assert config.shared_state and config.max_state_bytes == 5000
+    assert config.state_schema == {"type": "object", "required": ["todos"]}
+    assert config.predict_state == (("document", "write_document", "document"),)
+    for wrong, says in (
+        (["--predict-state", "document"], "STATE_KEY=TOOL.ARGUMENT"),
+        (["--state-schema", str(tmp_path / "none.json")], "--state-schema"),
+    ):
+        bad = build_parser().parse_args(["serve", "--model", "m", *wrong])
+        with pytest.raises(ValueError, match=says):
+            config_from_args(
+                bad, upstream_url="http://127.0.0.1:1/v1", model="m", models=[], api_key=None
+            )
+    with pytest.raises(ValueError, match="not a JSON Schema"):
+        scripted_config("http://127.0.0.1:1", shared_state=True, state_schema={"type": 5})
