@@ -177,3 +177,37 @@ def test_an_approval_resumed_three_times_at_once_runs_its_tool_once(
     assert all(frames[-1]["type"] == "RUN_FINISHED" for frames in answers), [
         frames[-1] for frames in answers
     ]
+
+
+def test_the_live_model_edits_the_shared_state_and_the_client_follows(
+    server: llama_server.Running,
+) -> None:
+    """Issue 33 against the live model: forced to call update_state (llama.cpp constrains the
+    arguments to the tool's schema), the model writes a JSON Patch; the bridge runs it: a patch
+    that applies is a STATE_DELTA the snapshot agrees with, one that does not is the model's
+    error to read, and either way the official client accepts the run."""
+    state = {"todos": [{"text": "buy milk", "done": False}]}
+    with bridge(server, shared_state=True, max_tool_rounds=1) as agent:
+        (report,) = official(
+            [
+                {
+                    "url": agent,
+                    "messages": [user("Mark the first to-do as done.")],
+                    "state": state,
+                    "forwardedProps": FORCED,
+                }
+            ]
+        )
+    events = report["events"]
+    results = [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results, types(events)
+    assert all(r.startswith(("State updated.", "Error: update_state: ")) for r in results), results
+    deltas = [e for e in events if e["type"] == "STATE_DELTA"]
+    applied = [r for r in results if r.startswith("State updated.")]
+    assert len(deltas) == len(applied)
+    snapshots = [e for e in events if e["type"] == "STATE_SNAPSHOT"]
+    if applied:  # the snapshot just before the end, and the client's state is it
+        assert types(events)[-2] == "STATE_SNAPSHOT"
+        assert report["state"] == snapshots[-1]["snapshot"]
+    else:
+        assert snapshots == [] and report["state"] == state
