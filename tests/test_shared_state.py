@@ -8,9 +8,11 @@ run with a ``CUSTOM`` ``PredictState``. The scripted model plans, ticks steps of
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import pytest
 
 from bridge.cli.parser import build_parser
 from bridge.cli.settings import config_from_args
+from bridge.serve.tools.state import RunState
 from servers import messages_from, post, run_input, scripted_config, scripted_stack
 
 PLAN = "Make a plan to bake a cake"
@@ -261,3 +264,31 @@ def test_the_flags_map_onto_the_config(tmp_path: Path) -> None:
             )
     with pytest.raises(ValueError, match="not a JSON Schema"):
         scripted_config("http://127.0.0.1:1", shared_state=True, state_schema={"type": 5})
+
+
+@pytest.mark.anyio
+async def test_a_big_state_is_patched_off_the_event_loop_in_the_calls_order() -> None:
+    """A state the client sent (of any size) and a big one are patched in a worker thread; a
+    small one, once measured, on the loop. Calls made at once apply in the order made."""
+    seen: list[str] = []
+
+    def watch(state: RunState) -> RunState:
+        patched = state._patched
+
+        def watched(patch: list[Any]) -> tuple[dict[str, Any], int]:
+            seen.append(threading.current_thread().name)
+            return patched(patch)
+
+        state._patched = watched  # type: ignore[method-assign]
+        return state
+
+    state = watch(RunState({"items": ["x" * 100] * 2000}, max_bytes=10_000_000))
+    ops = [json.dumps({"patch": [{"op": "add", "path": "/items/-", "value": i}]}) for i in range(5)]
+    await asyncio.gather(*(state.update(arguments) for arguments in ops))
+    assert state.value["items"][-5:] == [0, 1, 2, 3, 4]
+    assert all(name != threading.main_thread().name for name in seen) and len(seen) == 5
+    small = watch(RunState({}))
+    seen.clear()
+    for i in range(2):
+        await small.update(json.dumps({"patch": [{"op": "add", "path": f"/k{i}", "value": i}]}))
+    assert seen[0] != threading.main_thread().name and seen[1] == threading.main_thread().name

@@ -79,7 +79,7 @@ class RunState:
         self._schema = schema
         self._max_bytes = max_bytes
         self._told = told
-        self._size = len(_dumped(self.value))
+        self._size: int | None = None  # its JSON's bytes, measured by the first patch
         self._lock = asyncio.Lock()
 
     async def update(self, arguments: str) -> ToolOutput:
@@ -89,7 +89,7 @@ class RunState:
         if not isinstance(patch, list):
             raise self._refused("invalid", "'patch' must be a list of JSON Patch operations")
         async with self._lock:  # in the calls' order; a big state off the event loop
-            if self._size > _BIG_STATE:
+            if self._size is None or self._size > _BIG_STATE:  # the client's: of any size
                 new, size = await anyio.to_thread.run_sync(self._patched, patch)
             else:
                 new, size = self._patched(patch)
