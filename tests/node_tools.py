@@ -3,6 +3,7 @@ program fails it with its whole output."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -131,3 +132,38 @@ def require_chromium() -> Path:
         )
     os.environ["CHROMIUM"] = str(found)
     return found
+
+
+#: The official clients' folder (``tests/node``: ``run_agent.mjs``, ``client.test.mjs``).
+NODE_DIR = Path(__file__).resolve().parent / "node"
+
+
+def official(runs: Sequence[dict[str, Any]], *, client: str = "1.0.0") -> list[dict[str, Any]]:
+    """The runs, at once, through the official client (``tests/node/run_agent.mjs``): per run the
+    events its subscriber saw, its messages and state at the end, ``failed`` (onRunFailed) and
+    ``rejected``. Anything the client logged as a warning or error fails the test."""
+    node = require_node("the live tests judge the events with the official AG-UI client")
+    npm_install(
+        NODE_DIR,
+        NODE_DIR / "node_modules" / f"ag-ui-client-{client}" / "package.json",
+        "the official AG-UI client",
+    )
+    spec = {"client": client, "runs": list(runs)}
+    try:
+        done = subprocess.run(
+            [node, "run_agent.mjs"],
+            cwd=NODE_DIR,
+            input=json.dumps(spec),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the official client did not finish within 300 s: {exc.stderr}")
+    if done.returncode != 0:
+        pytest.fail(f"the official client exited with {done.returncode}:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["logged"] == [], f"the official client complained: {result['logged']}"
+    reports: list[dict[str, Any]] = result["reports"]
+    return reports

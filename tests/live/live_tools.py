@@ -3,8 +3,6 @@ client's runs (``tests/node/run_agent.mjs``)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,11 +15,10 @@ import pytest
 import llama_server
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
-from node_tools import npm_install, require_node
+from node_tools import official
 from servers import serve
 
 TESTS = Path(__file__).resolve().parent.parent
-NODE_DIR = TESTS / "node"
 ARTIFACTS = TESTS / "artifacts" / "live"
 #: The answers are nonsense, but the same for the same request: greedy decoding, one seed.
 DETERMINISTIC = {"temperature": 0, "seed": 42}
@@ -62,37 +59,6 @@ def bridge(
     """The bridge in front of ``server``: its agent URL (``POST``)."""
     with serve(create_app(bridge_config(server, **overrides), tools=tools)) as url:
         yield f"{url}/"
-
-
-def official(runs: Sequence[dict[str, Any]], *, client: str = "1.0.0") -> list[dict[str, Any]]:
-    """The runs, at once, through the official client (``tests/node/run_agent.mjs``): per run the
-    events its subscriber saw, its messages and state at the end, ``failed`` (onRunFailed) and
-    ``rejected``. Anything the client logged as a warning or error fails the test."""
-    node = require_node("the live tests judge the events with the official AG-UI client")
-    npm_install(
-        NODE_DIR,
-        NODE_DIR / "node_modules" / f"ag-ui-client-{client}" / "package.json",
-        "the official AG-UI client",
-    )
-    spec = {"client": client, "runs": list(runs)}
-    try:
-        done = subprocess.run(
-            [node, "run_agent.mjs"],
-            cwd=NODE_DIR,
-            input=json.dumps(spec),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the official client did not finish within 300 s: {exc.stderr}")
-    if done.returncode != 0:
-        pytest.fail(f"the official client exited with {done.returncode}:\n{done.stderr}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["logged"] == [], f"the official client complained: {result['logged']}"
-    reports: list[dict[str, Any]] = result["reports"]
-    return reports
 
 
 def one_run(url: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
