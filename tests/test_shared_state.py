@@ -12,6 +12,7 @@ import asyncio
 import copy
 import json
 import logging
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,27 @@ async def test_a_big_state_is_patched_off_the_event_loop_in_the_calls_order() ->
     for i in range(2):
         await small.update(json.dumps({"patch": [{"op": "add", "path": f"/k{i}", "value": i}]}))
     assert seen[0] != threading.main_thread().name and seen[1] == threading.main_thread().name
+
+
+def get_time() -> str:
+    """The current time."""
+    return "12:00"
+
+
+@pytest.mark.parametrize("side", ["python", "mcp"])
+def test_an_edit_runs_beside_python_and_mcp_tools_in_one_round(side: str) -> None:
+    """The model asks the clock and edits the to-dos in one turn: both run, the edit's delta
+    follows its result, and the clock's result is the tool's."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "mcp_server.py"
+    options: dict[str, Any] = {"shared_state": True}
+    if side == "mcp":
+        options["mcp_servers"] = {"clock": f"{sys.executable} {example}"}
+    tools = [get_time] if side == "python" else []
+    with scripted_stack(tools=tools, **options) as made:
+        ask = [{"id": "u", "role": "user", "content": "What time is it? Add a to-do: call Alice"}]
+        frames = post(made.bridge_url, run_input(ask, state=TODOS))
+    names = [f["toolCallName"] for f in frames if f["type"] == "TOOL_CALL_START"]
+    assert sorted(names) == sorted([names[0], "update_state"]) and "time" in names[0]
+    assert any(r.startswith("State updated.") for r in results(frames))
+    assert followed(TODOS, frames)["todos"][-1] == {"text": "call Alice", "done": False}
+    assert kinds(frames)[-2:] == ["STATE_SNAPSHOT", "RUN_FINISHED"]

@@ -106,7 +106,16 @@ def write_script(request: Mapping[str, Any]) -> Script:
     if any(t["name"] == UPDATE_STATE for t in tools):
         turn = state_turn(user_text, messages, since_user, message_text)
         if turn is not None:
-            return _state_script(turn, digest, len(since_user))
+            script = _state_script(turn, digest, len(since_user))
+            others = [t for t in tools if t["name"] != UPDATE_STATE]
+            asked = _choose_tools(user_text, others, request) if not since_user else []
+            if not script.tool_calls or not asked:
+                return script
+            # The other tools asked for too, in parallel with the edit (a clock and a to-do).
+            calls = _call_tools(user_text, asked, digest)
+            return Script(
+                calls.reasoning + script.reasoning, (), calls.tool_calls + script.tool_calls
+            )
     if any(m.get("role") == "tool" for m in since_user):
         return _answer_tool_results(since_user)
     if messages and messages[-1].get("role") == "user" and tools:
@@ -164,7 +173,10 @@ def _state_script(turn: Turn, digest: bytes, index: int) -> Script:
     if patch is not None:
         encoded = json.dumps({"patch": patch})
         calls = (
-            ScriptedToolCall(_call_id(digest, index), UPDATE_STATE, encoded, _fragments(encoded)),
+            # Apart from the other tools' call ids, which count from 0.
+            ScriptedToolCall(
+                _call_id(digest, 100 + index), UPDATE_STATE, encoded, _fragments(encoded)
+            ),
         )
     return Script(tokenize(reasoning), tokenize(answer), calls)
 
