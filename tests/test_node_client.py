@@ -178,6 +178,66 @@ def test_official_client_resuming_an_approval_twice_runs_the_tool_once(client: s
     assert told == sorted([ALREADY_RUN_STATEMENT] * len(sent) + ran)
 
 
+#: The clients the shared-state test runs: the newest, and CopilotKit's and assistant-ui's line.
+#: 0.0.52 cannot apply a STATE_DELTA under Node: its ESM build does ``import * as a from
+#: "fast-json-patch"`` (a CommonJS module), so ``a.applyPatch`` is undefined and every delta is a
+#: warning ("Failed to apply state patch"); 0.0.59 imports the default.
+STATE_LINES = ("1.0.0", "0.0.59")
+STATE_MODELS = ("scripted-reasoning-content", PLAIN_MODEL)
+INITIAL_STATE = {"todos": [{"text": "buy milk", "done": False}]}
+PREDICT_STATE = (("steps", "update_state", "patch"),)
+#: The plan the scripted model writes for "Make a plan to bake a cake", ticked off.
+PLAN_DONE = [
+    {"description": description, "status": "completed"}
+    for description in (
+        "Gather what bake a cake needs",
+        "Do bake a cake",
+        "Check that bake a cake is done",
+    )
+]
+
+
+@pytest.mark.parametrize("client", STATE_LINES)
+def test_official_client_follows_the_shared_state(client: str) -> None:
+    """An agent with an initial state, against --shared-state and --predict-state: the client
+    takes every STATE_DELTA, the STATE_SNAPSHOT and the CUSTOM PredictState (client.test.mjs
+    checks them against agent.state), and the next run sends upstream the state it holds."""
+    predict = [
+        {"state_key": key, "tool": tool, "tool_argument": argument}
+        for key, tool, argument in PREDICT_STATE
+    ]
+    with scripted_stack(shared_state=True, predict_state=PREDICT_STATE) as stack:
+        output = _client_run(
+            stack.bridge_url,
+            STATE_MODELS,
+            client,
+            AGUI_SHARED_STATE=json.dumps(INITIAL_STATE),
+            AGUI_PREDICT_STATE=json.dumps(predict),
+        )
+        requests = list(stack.upstream_requests)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    assert passed and int(passed.group(1)) == len(STATE_MODELS), output
+    # Per model: the plan and its three ticks, then the answer; the to-do, then the answer.
+    turns = 5 + 2
+    assert len(requests) == turns * len(STATE_MODELS)
+    for at in range(0, len(requests), turns):
+        plan, todo = requests[at], requests[at + 5]
+        assert {r["model"] for r in requests[at : at + turns]} == {plan["model"]}
+        assert _shown_state(plan) == INITIAL_STATE, plan["model"]
+        assert _shown_state(todo) == {**INITIAL_STATE, "steps": PLAN_DONE}, todo["model"]
+        assert todo["messages"][-1] == {"role": "user", "content": "Add a to-do: water the plants"}
+
+
+def _shown_state(request: dict[str, Any]) -> Any:
+    """The state the bridge showed the model: the JSON line of its "Shared state" message."""
+    [shown] = [
+        m["content"]
+        for m in request["messages"]
+        if m["role"] == "system" and m["content"].startswith("Shared state (JSON)")
+    ]
+    return json.loads(shown.split("\n")[1])
+
+
 #: Over the Responses API: summary parts, raw reasoning text, and no reasoning at all.
 RESPONSES_MODELS = ("scripted-reasoning-content", "scripted-reasoning", PLAIN_MODEL)
 

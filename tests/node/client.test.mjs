@@ -23,6 +23,12 @@
 //                    --mcp server): then only the MCP Apps tests run: the tool's mcp-apps
 //                    activity, and the widget's requests as proxied runs (no model)
 //   AGUI_MCP_APP_HTML the HTML its ui:// resource holds, which resources/read must return
+//   AGUI_SHARED_STATE the agent's initial state (JSON) when the bridge runs --shared-state: then
+//                    only the shared-state test runs: a plan the model writes and ticks off, then
+//                    a to-do it adds, each run checked for its state events (STATE_DELTA,
+//                    STATE_SNAPSHOT) and agent.state after it
+//   AGUI_PREDICT_STATE with AGUI_SHARED_STATE: the PredictState value (JSON) the bridge's
+//                    --predict-state sends; every run must open with it, right after RUN_STARTED
 //
 // The client checks every stream itself: its verifier throws on an out-of-order event, its
 // schema check throws on a malformed one and warns when it strips a field it does not know.
@@ -97,10 +103,19 @@ function toolResult(call) {
  * received (`agent.wires`, with when the request went and the response ended), both as they went
  * over the wire. Recorded by wrapping the global `fetch`: the 0.0.52 client takes no `fetch`
  * option. It starts from `initialMessages` when given (a conversation so far), else from the
- * prompt.
+ * prompt, and holds `initialState` when given (the shared state the page starts with).
  */
-function newAgent(prompt, initialMessages = [{ id: randomUUID(), role: "user", content: prompt }]) {
-  const agent = new HttpAgent({ url: BRIDGE_URL, threadId: randomUUID(), initialMessages });
+function newAgent(
+  prompt,
+  initialMessages = [{ id: randomUUID(), role: "user", content: prompt }],
+  initialState = undefined,
+) {
+  const agent = new HttpAgent({
+    url: BRIDGE_URL,
+    threadId: randomUUID(),
+    initialMessages,
+    ...(initialState === undefined ? {} : { initialState }),
+  });
   return Object.assign(agent, { sentBodies: [], wires: [] });
 }
 
@@ -175,10 +190,32 @@ async function captureConsole(body) {
  * no token usage).
  */
 async function run(agent, params, { interrupted = false, proxied = false } = {}) {
-  const seen = { events: [], runErrors: [], finished: [], failures: [] };
+  const seen = {
+    events: [],
+    runErrors: [],
+    finished: [],
+    failures: [],
+    // What the typed hooks saw of the state and CUSTOM events, and each state the agent took on.
+    deltas: [],
+    snapshots: [],
+    customs: [],
+    states: [],
+  };
   const subscriber = {
     onEvent: ({ event }) => {
       seen.events.push(event);
+    },
+    onStateDeltaEvent: ({ event }) => {
+      seen.deltas.push(event);
+    },
+    onStateSnapshotEvent: ({ event }) => {
+      seen.snapshots.push(event);
+    },
+    onCustomEvent: ({ event }) => {
+      seen.customs.push(event);
+    },
+    onStateChanged: ({ state }) => {
+      seen.states.push(structuredClone(state));
     },
     onRunErrorEvent: ({ event }) => {
       seen.runErrors.push(event);
@@ -667,7 +704,94 @@ for (const model of SERVER_TOOL ? MODELS : []) {
   });
 }
 
-for (const model of SERVER_TOOL || APPROVAL_TOOL || MCP_APP_TOOL ? [] : MODELS) {
+const SHARED_STATE = process.env.AGUI_SHARED_STATE && JSON.parse(process.env.AGUI_SHARED_STATE);
+const PREDICT_STATE = JSON.parse(process.env.AGUI_PREDICT_STATE ?? "null");
+// The scripted model writes a plan of three steps and ticks them off one update_state a turn,
+// and adds a to-do (bridge/cli/demo/state.py).
+const PLAN_PROMPT = "Make a plan to bake a cake";
+const TODO_PROMPT = "Add a to-do: water the plants";
+const NEW_TODO = { text: "water the plants", done: false };
+
+/**
+ * A run's state events as the client took them: every STATE_DELTA on the wire reached the
+ * subscriber (through `onStateDeltaEvent` too), each right after its update_state result, and
+ * the client applied each one (a patch it cannot apply is a warning, which fails the run); the one
+ * STATE_SNAPSHOT comes right before RUN_FINISHED, is the state those deltas made, and is the
+ * state the agent holds after the run. With --predict-state, CUSTOM PredictState is the first
+ * event after RUN_STARTED. The run's deltas.
+ */
+function assertStateEvents(agent, seen) {
+  const frames = wireFrames(agent.wires.at(-1).text);
+  const deltas = eventsOf(seen, EventType.STATE_DELTA);
+  assert.ok(deltas.length > 0, `no STATE_DELTA; events: ${seen.types}`);
+  assert.deepEqual(
+    deltas.map((event) => event.delta),
+    frames.filter((frame) => frame.type === EventType.STATE_DELTA).map((frame) => frame.delta),
+    "every STATE_DELTA on the wire reached the subscriber",
+  );
+  assert.deepEqual(seen.deltas, deltas, "onStateDeltaEvent saw each one");
+  seen.types.forEach((type, at) => {
+    if (type === EventType.STATE_DELTA) {
+      assert.equal(seen.types[at - 1], EventType.TOOL_CALL_RESULT, `events: ${seen.types}`);
+    }
+  });
+  for (const event of eventsOf(seen, EventType.TOOL_CALL_START)) {
+    assert.equal(event.toolCallName, "update_state");
+  }
+
+  const snapshots = eventsOf(seen, EventType.STATE_SNAPSHOT);
+  assert.equal(snapshots.length, 1, `events: ${seen.types}`);
+  assert.deepEqual(seen.snapshots, snapshots, "onStateSnapshotEvent saw it");
+  assert.deepEqual(seen.types.slice(-2), [EventType.STATE_SNAPSHOT, EventType.RUN_FINISHED]);
+  const [{ snapshot }] = snapshots;
+  assert.deepEqual(snapshot, agent.state, "the snapshot is the state the agent holds");
+  // onStateChanged: once per delta applied, then once for the snapshot, which changes nothing.
+  assert.equal(seen.states.length, deltas.length + 1, "the client applied every delta");
+  assert.deepEqual(seen.states.at(-2), snapshot, "the deltas alone made the snapshot's state");
+
+  if (PREDICT_STATE) {
+    assert.equal(seen.types[1], EventType.CUSTOM, `events: ${seen.types}`);
+    assert.deepEqual(
+      seen.customs.map((event) => [event.name, event.value]),
+      [["PredictState", PREDICT_STATE]],
+      "onCustomEvent saw PredictState",
+    );
+    assert.deepEqual(seen.events[1], seen.customs[0]);
+  }
+  return deltas;
+}
+
+for (const model of SHARED_STATE ? MODELS : []) {
+  describe(`${model}: shared state (@ag-ui/client ${CLIENT})`, () => {
+    test("the model plans and ticks the steps off, then adds a to-do: agent.state follows", async () => {
+      const agent = newAgent(PLAN_PROMPT, undefined, SHARED_STATE);
+      const params = { tools: [], forwardedProps: { model } };
+
+      const first = await run(agent, params);
+      assert.deepEqual(agent.sentBodies[0].state, SHARED_STATE, "run 1 sends the initial state");
+      assert.equal(assertStateEvents(agent, first).length, 4, "the plan, then three ticks");
+      const { steps, ...rest } = agent.state;
+      assert.deepEqual(rest, SHARED_STATE, "the rest of the state is as it was");
+      assert.equal(steps?.length, 3, `state: ${JSON.stringify(agent.state)}`);
+      assert.ok(
+        steps.every((step) => step.status === "completed" && step.description),
+        `steps: ${JSON.stringify(steps)}`,
+      );
+      const answer = first.result.newMessages.findLast((message) => message.role === "assistant");
+      assert.match(answer?.content ?? "", /the 3 steps of the plan are complete/);
+      const afterPlan = structuredClone(agent.state);
+
+      // The next turn: the client sends the state it holds, and the model edits that.
+      agent.addMessage({ id: randomUUID(), role: "user", content: TODO_PROMPT });
+      const second = await run(agent, params);
+      assert.deepEqual(agent.sentBodies[1].state, afterPlan, "run 2 sends the state it holds");
+      assert.equal(assertStateEvents(agent, second).length, 1);
+      assert.deepEqual(agent.state, { ...afterPlan, todos: [...afterPlan.todos, NEW_TODO] });
+    });
+  });
+}
+
+for (const model of SERVER_TOOL || APPROVAL_TOOL || MCP_APP_TOOL || SHARED_STATE ? [] : MODELS) {
   describe(`${model} (@ag-ui/client ${CLIENT})`, () => {
     test("tool calls, then the answer from their results", async () => {
       const agent = newAgent(TOOLS_PROMPT);
