@@ -13,6 +13,7 @@
 
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { captureConsole } from "./capture_console.mjs";
 
 process.env.NODE_ENV ??= "test";
 
@@ -21,14 +22,7 @@ const spec = JSON.parse(readFileSync(0, "utf8"));
 const client = require(`ag-ui-client-${spec.client ?? "1.0.0"}`);
 const { lastValueFrom, tap, toArray } = require("rxjs");
 
-const logged = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    logged.push(`${level}: ${args.map(String).join(" ")}`);
-    original.apply(console, args);
-  };
-}
+const logged = captureConsole();
 
 const input = spec.input;
 const agent = new client.HttpAgent({ url: spec.url, threadId: input.threadId });

@@ -17,20 +17,14 @@
 // (null when it resolved), and every warning or error the client logged.
 
 import { readFileSync } from "node:fs";
+import { captureConsole } from "./capture_console.mjs";
 
 process.env.NODE_ENV ??= "test";
 
 const spec = JSON.parse(readFileSync(0, "utf8"));
 const { HttpAgent } = await import(`ag-ui-client-${spec.client ?? "1.0.0"}`);
 
-const logged = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    logged.push(`${level}: ${args.map(String).join(" ")}`);
-    original.apply(console, args);
-  };
-}
+const logged = captureConsole();
 
 async function one(run) {
   const report = { events: [], messages: [], failed: false, rejected: null, aborted: false };
