@@ -21,11 +21,19 @@ import {
   resultText,
   type McpAppActivity,
 } from "./mcp_apps";
+import { readState, type StateParts } from "./state_cards";
 import { FRONTEND_TOOLS, runTool } from "./tools";
-import type { ConversationView, TurnView } from "./view";
+import type { ConversationView, ToolCard, TurnView } from "./view";
 
 /** The page's own tools; any other the model calls is the bridge's (a server tool). */
 const FRONTEND_TOOL_NAMES = new Set(FRONTEND_TOOLS.map((tool) => tool.name));
+
+/**
+ * The bridge's shared-state tool (`--shared-state`, on in `agui-bridge demo`): an edit that
+ * applies shows as the state cards it changes, not as a tool card; one that fails or is declined
+ * gets its tool card, so the reason stays on the page.
+ */
+const STATE_TOOL = "update_state";
 
 /** Tool rounds per user turn: a model that keeps calling tools is stopped here. */
 const MAX_TOOL_ROUNDS = 8;
@@ -100,11 +108,13 @@ export class Chat {
     this.stopRequested = false;
     this.hooks.running(true);
     const turn = this.view.startTurn(text);
+    // The state's cards show in the turn that changed them, compared with the state sent now.
+    const before = readState(this.agent.state);
     this.agent.addMessage({ id: randomUUID(), role: "user", content: text });
     try {
       let resume: ResumeEntry[] | undefined;
       for (let round = 0; ; round += 1) {
-        const { pending, interrupts } = await this.runOnce(turn, resume);
+        const { pending, interrupts } = await this.runOnce(turn, before, resume);
         resume = undefined;
         if ((pending.length === 0 && interrupts.length === 0) || this.stopRequested) break;
         if (round === MAX_TOOL_ROUNDS) {
@@ -170,7 +180,7 @@ export class Chat {
         return undefined;
       }
       for (const interrupt of interrupts) {
-        if (interrupt.toolCallId) turn.toolCard(interrupt.toolCallId).approvalGiven();
+        if (interrupt.toolCallId) turn.findToolCard(interrupt.toolCallId)?.approvalGiven();
       }
       return interrupts.map((interrupt, index) => ({
         interruptId: interrupt.id,
@@ -184,7 +194,11 @@ export class Chat {
   }
 
   /** One run: the tool calls it left for the page to answer, and its interrupts. */
-  private async runOnce(turn: TurnView, resume?: ResumeEntry[]): Promise<RunEnd> {
+  private async runOnce(
+    turn: TurnView,
+    before: StateParts,
+    resume?: ResumeEntry[],
+  ): Promise<RunEnd> {
     const model = this.hooks.model();
     this.hooks.runStarted(model ?? "server default");
     turn.waiting(true);
@@ -221,29 +235,44 @@ export class Chat {
       },
       onToolCallStartEvent: ({ event }) => {
         turn.collapseThinking();
+        if (event.toolCallName === STATE_TOOL) {
+          this.hooks.announce("Updating the state.");
+          return;
+        }
         const card = turn.toolCard(event.toolCallId, event.toolCallName);
         if (!FRONTEND_TOOL_NAMES.has(event.toolCallName)) card.runsOnServer();
         else started.push(event.toolCallId);
         this.hooks.announce(`Calling ${event.toolCallName}.`);
       },
+      // An update_state call has no card (yet) to follow.
       onToolCallArgsEvent: ({ event }) => {
-        turn.toolCard(event.toolCallId).appendArgs(event.delta);
+        turn.findToolCard(event.toolCallId)?.appendArgs(event.delta);
       },
       onToolCallEndEvent: ({ event }) => {
-        turn.toolCard(event.toolCallId).endArgs();
+        turn.findToolCard(event.toolCallId)?.endArgs();
       },
       // A server tool's result, run by the bridge: the card completes; the page runs nothing
       // (the call is not among RUN_FINISHED's pending ones). The bridge words a failure as
       // "Error: …".
-      onToolCallResultEvent: ({ event }) => {
+      onToolCallResultEvent: ({ event, messages }) => {
         const content =
           typeof event.content === "string" ? event.content : JSON.stringify(event.content);
         answered.add(event.toolCallId);
-        const card = turn.toolCard(event.toolCallId);
+        // A call with no card is an update_state, perhaps of an earlier run (an approval's).
+        let card = turn.findToolCard(event.toolCallId);
+        if (!card) {
+          if (content.startsWith("State updated")) return;
+          card = this.stateEditCard(turn, event.toolCallId, messages);
+        }
         // A call a person declined: the bridge tells the model so, and ran nothing.
         if (content.startsWith("The user declined")) card.setDeclined(content);
         else card.setResult(content, content.startsWith("Error:"));
         this.hooks.announce("A server tool ran.");
+      },
+      // A STATE_DELTA or STATE_SNAPSHOT applied to the agent's state, which the next run sends.
+      onStateChanged: ({ state }) => {
+        const said = turn.showState(readState(state), before);
+        if (said.length) this.hooks.announce(said.join(" "));
       },
       // An MCP App's tool ran on the server: a card, with the widget one click away.
       onActivitySnapshotEvent: ({ event }) => {
@@ -304,6 +333,16 @@ export class Chat {
       turn.waiting(false);
     }
     return this.stopRequested ? { pending: [], interrupts: [] } : { pending, interrupts };
+  }
+
+  /** The tool card of an update_state call that changed nothing, with its arguments. */
+  private stateEditCard(turn: TurnView, id: string, messages: readonly Message[]): ToolCard {
+    const call = toolCallsOf(messages).find((known) => known.id === id);
+    const card = turn.toolCard(id, call?.function.name ?? STATE_TOOL);
+    card.runsOnServer();
+    card.appendArgs(call?.function.arguments ?? "");
+    card.endArgs();
+    return card;
   }
 
   /** An MCP App's widget HTML, read through a proxied run on this conversation's thread. */
@@ -370,10 +409,14 @@ export class Chat {
   }
 
   private toolCalls(): ToolCall[] {
-    return this.agent.messages.flatMap((message) =>
-      message.role === "assistant" ? (message.toolCalls ?? []) : [],
-    );
+    return toolCallsOf(this.agent.messages);
   }
+}
+
+function toolCallsOf(messages: readonly Message[]): ToolCall[] {
+  return messages.flatMap((message) =>
+    message.role === "assistant" ? (message.toolCalls ?? []) : [],
+  );
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

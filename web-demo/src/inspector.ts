@@ -72,6 +72,9 @@ export class EventInspector {
 function summarize(event: BaseEvent): string {
   const fields = event as unknown as Record<string, unknown>;
   if (typeof fields.delta === "string") return JSON.stringify(fields.delta);
+  // STATE_DELTA: its JSON Patch operations; STATE_SNAPSHOT: the state, cut to what a row shows.
+  if (Array.isArray(fields.delta)) return fields.delta.map(operation).join(", ");
+  if (fields.snapshot !== undefined) return JSON.stringify(fields.snapshot).slice(0, 200);
   if (typeof fields.toolCallName === "string") return fields.toolCallName;
   if (typeof fields.message === "string") {
     return `${typeof fields.code === "string" ? `${fields.code}: ` : ""}${fields.message}`;
@@ -86,4 +89,11 @@ function summarize(event: BaseEvent): string {
       : String(outcome.type);
   }
   return "";
+}
+
+/** "replace /steps/0/status" for an RFC 6902 operation. */
+function operation(op: unknown): string {
+  if (typeof op !== "object" || op === null) return String(op);
+  const { op: name, path } = op as Record<string, unknown>;
+  return `${String(name)} ${String(path)}`;
 }

@@ -4,6 +4,7 @@
 import { AppCard, type AppCardData } from "./app_card";
 import { h, page, seconds, stickToBottom } from "./dom";
 import { renderMarkdown } from "./markdown";
+import { StepsCard, TodoCard, type StateParts } from "./state_cards";
 
 export class ConversationView {
   constructor(
@@ -42,6 +43,8 @@ export class TurnView {
   private readonly texts = new Map<string, TextBlock>();
   private readonly tools = new Map<string, ToolCard>();
   private readonly apps = new Map<string, AppCard>();
+  private steps: StepsCard | undefined;
+  private todos: TodoCard | undefined;
   private readonly pending: HTMLElement;
 
   constructor(private readonly body: HTMLElement) {
@@ -63,6 +66,29 @@ export class TurnView {
 
   toolCard(id: string, name = "tool"): ToolCard {
     return this.getOrAdd(this.tools, id, () => new ToolCard(id, name));
+  }
+
+  /** The tool card of this call, if it has one (none is made). */
+  findToolCard(id: string): ToolCard | undefined {
+    return this.tools.get(id);
+  }
+
+  /**
+   * The shared state's plan and to-dos, as cards in the turn that changed them (`before`: the
+   * state when the turn began); each card follows the state until the turn ends. Returns lines
+   * for screen readers, one per card that changed.
+   */
+  showState(now: StateParts, before: StateParts): string[] {
+    const said: string[] = [];
+    if (this.steps || (now.steps && !same(now.steps, before.steps))) {
+      this.steps ??= this.add(new StepsCard());
+      said.push(this.steps.show(now.steps ?? []));
+    }
+    if (this.todos || (now.todos && !same(now.todos, before.todos))) {
+      this.todos ??= this.add(new TodoCard());
+      said.push(this.todos.show(now.todos ?? []));
+    }
+    return said;
   }
 
   /** An MCP App's card (an `mcp-apps` activity): added once per id, shown anew on a repeat. */
@@ -106,6 +132,12 @@ export class TurnView {
     for (const card of this.tools.values()) card.cancelIfUnanswered();
   }
 
+  private add<T extends { element: HTMLElement }>(item: T): T {
+    this.hidePending();
+    this.append(item.element);
+    return item;
+  }
+
   private getOrAdd<T extends { element: HTMLElement }>(
     map: Map<string, T>,
     id: string,
@@ -113,10 +145,8 @@ export class TurnView {
   ): T {
     let item = map.get(id);
     if (!item) {
-      item = create();
+      item = this.add(create());
       map.set(id, item);
-      this.hidePending();
-      this.append(item.element);
     }
     return item;
   }
@@ -343,6 +373,10 @@ export class ToolCard {
     this.status.textContent =
       (this.onServer ? SERVER_TOOL_STATUS[state] : undefined) ?? TOOL_STATUS[state];
   }
+}
+
+function same(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 function prettyJson(text: string): string {
