@@ -1,10 +1,11 @@
 """The demo page in a real browser: ``tests/browser/demo.test.mjs`` drives Debian's Chromium.
 
-This test builds the page when needed, starts four ``agui-bridge`` processes (a fast demo for
-every scripted model, a slow one for live streaming and Stop, ``serve --web-demo`` whose
-upstream is down and which wants a token, for the error banners, and a fast demo with
-``--metrics`` for the double-clicked approvals, whose emails it counts), runs the Node test
-against them and stops them. Node and Chromium are required, not optional: ``make test`` must
+This test builds the page when needed, starts five ``agui-bridge`` processes (a fast demo for
+every scripted model, a slow one for live streaming and Stop, one between them for a plan whose
+steps tick off about a second apart, ``serve --web-demo`` whose upstream is down and which wants
+a token, for the error banners, and a fast demo with ``--metrics`` for the double-clicked
+approvals, whose emails it counts, and ``--approve update_state`` for state edits that wait for a
+person), runs the Node test against them and stops them. Node and Chromium are required, not optional: ``make test`` must
 prove the page works.
 
 A second test (``tests/browser/mcp_apps.test.mjs``) runs ``demo --mcp ui=<tests/mcp_ui_server.py>``:
@@ -46,12 +47,15 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 #: The screenshots the README shows, each from ARTIFACTS (with AGUI_UPDATE_SCREENSHOT=1).
 DOCS_SCREENSHOTS = ("demo.png", "demo-approval.png")
 #: What the browser test saves in ARTIFACTS: a finished conversation, on a laptop and a phone,
-#: and an approval card waiting for a person.
-SCREENSHOTS = ("demo.png", "demo-phone.png", "demo-approval.png")
+#: an approval card waiting for a person, and a plan and to-dos (the shared state's cards).
+SCREENSHOTS = ("demo.png", "demo-phone.png", "demo-approval.png", "demo-state.png")
 #: What the page is built from: when one is newer than the build, it is rebuilt.
 WEB_DEMO_SOURCES = ("src", "index.html", "styles.css", "build.mjs", "package-lock.json")
 #: Seconds between the scripted model's tokens: quick runs, and runs slow enough to stop.
 FAST_PACE, SLOW_PACE = 0.002, 0.15
+#: A pace at which the scripted plan ticks a step off about every second: each look of the steps
+#: card stays long enough to be seen, and the whole plan takes some 5 s (35 s at SLOW_PACE).
+STATE_PACE = 0.02
 #: The approvals demo.test.mjs clicks twice (a double click, two fast clicks): one email each.
 DOUBLE_CLICKED_APPROVALS = 2
 #: What ``agui-bridge`` reads its --auth-token from.
@@ -69,6 +73,7 @@ def test_demo_page_in_chromium() -> None:
     with ExitStack() as stack:
         demo = stack.enter_context(_bridge("demo", "demo", "--pace", str(FAST_PACE)))
         slow = stack.enter_context(_bridge("slow-demo", "demo", "--pace", str(SLOW_PACE)))
+        paced = stack.enter_context(_bridge("state-demo", "demo", "--pace", str(STATE_PACE)))
         # Nothing listens on a port that was free a moment ago.
         down_upstream = f"http://127.0.0.1:{free_port()}/v1"
         down_token = secrets.token_urlsafe(16)
@@ -80,12 +85,16 @@ def test_demo_page_in_chromium() -> None:
             )
         )
         once = stack.enter_context(
-            _bridge("once-demo", "demo", "--pace", str(FAST_PACE), "--metrics")
+            _bridge(
+                "once-demo",
+                *("demo", "--pace", str(FAST_PACE), "--metrics", "--approve", "update_state"),
+            )
         )
         env = {
             **os.environ,
             "DEMO_URL": demo,
             "SLOW_DEMO_URL": slow,
+            "STATE_DEMO_URL": paced,
             "DOWN_URL": down,
             "DOWN_TOKEN": down_token,
             "ONCE_DEMO_URL": once,

@@ -3,11 +3,14 @@
 // Driven by tests/test_browser.py, which starts the servers and sets:
 //   DEMO_URL       `agui-bridge demo` with a fast pace: every scripted model, start to finish
 //   SLOW_DEMO_URL  `agui-bridge demo` with a slow pace: live streaming, and the stop button
+//   STATE_DEMO_URL `agui-bridge demo` with a pace between: a plan's steps tick off a second apart
 //   DOWN_URL       `agui-bridge serve --web-demo` whose upstream is down: the error banner
 //   DOWN_TOKEN     the --auth-token that server wants (AGUI_BRIDGE_AUTH_TOKEN)
-//   ONCE_DEMO_URL  `agui-bridge demo --metrics` for the double-clicked approvals alone: its
-//                  send_email runs are counted from GET /metrics
-//   ARTIFACTS_DIR  where the screenshots go (demo.png, demo-phone.png, demo-approval.png)
+//   ONCE_DEMO_URL  `agui-bridge demo --metrics --approve update_state` for the double-clicked
+//                  approvals (its send_email runs are counted from GET /metrics) and for state
+//                  edits that wait for a person
+//   ARTIFACTS_DIR  where the screenshots go (demo.png, demo-phone.png, demo-approval.png,
+//                  demo-state.png)
 //
 // Every page must run without a console error, warning or uncaught exception.
 
@@ -25,6 +28,7 @@ const env = (name) => {
 };
 const DEMO_URL = env("DEMO_URL");
 const SLOW_DEMO_URL = env("SLOW_DEMO_URL");
+const STATE_DEMO_URL = env("STATE_DEMO_URL");
 const DOWN_URL = env("DOWN_URL");
 const DOWN_TOKEN = env("DOWN_TOKEN");
 const ONCE_DEMO_URL = env("ONCE_DEMO_URL");
@@ -76,6 +80,20 @@ function watchThinking() {
   }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
 }
 
+/**
+ * Runs in the page before its own scripts: every look of the steps card, in order (its steps'
+ * statuses, joined), so a test can tell "ticked off one by one" from "arrived complete".
+ */
+function watchSteps() {
+  window.__stepsSeen = [];
+  new MutationObserver(() => {
+    const steps = document.querySelectorAll("[data-testid=steps-card] [data-testid=step]");
+    if (steps.length === 0) return;
+    const look = [...steps].map((step) => step.dataset.status).join(",");
+    if (window.__stepsSeen.at(-1) !== look) window.__stepsSeen.push(look);
+  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+}
+
 let browser;
 
 before(async () => {
@@ -98,6 +116,7 @@ async function openPage(url, { models = true } = {}) {
   });
   page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
   await page.addInitScript(watchThinking);
+  await page.addInitScript(watchSteps);
   await page.goto(url);
   // The picker is filled from GET /agent/capabilities.
   if (models) {
@@ -776,6 +795,194 @@ test("a slow run streams live, and Stop ends it mid-stream", { timeout: 45_000 }
       "Stopped.",
       "Stopped.",
     ]);
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+// --- shared state: the scripted model's plan and to-dos (agentic generative UI) -----------------
+
+const PLAN_PROMPT = "Make a plan to bake a cake";
+const PLAN = ["Gather what bake a cake needs", "Do bake a cake", "Check that bake a cake is done"];
+const PLAN_DONE = "Done: the 3 steps of the plan are complete.";
+/** The steps card's looks while the model ticks the plan off, one update_state a turn. */
+const TICKED_OFF = [0, 1, 2, 3].map((done) =>
+  PLAN.map((_, index) => (index < done ? "completed" : "pending")).join(","),
+);
+
+const stepsOf = (page) =>
+  page.$$eval("[data-testid=steps-card] [data-testid=step]", (steps) =>
+    steps.map((step) => [
+      step.querySelector("[data-testid=step-description]").textContent,
+      step.dataset.status,
+      step.querySelector(".state-mark").textContent,
+    ]),
+  );
+
+const todosOf = (page) =>
+  page.$$eval("[data-testid=todo-card]", (cards) =>
+    [...cards.at(-1).querySelectorAll("[data-testid=todo]")].map((todo) => [
+      todo.querySelector("[data-testid=todo-text]").textContent,
+      todo.dataset.status,
+    ]),
+  );
+
+/** The inspector's event types, in order (the inspector opened to read them). */
+async function inspectedTypes(page) {
+  await page.getByTestId("inspector-toggle").click();
+  const types = await page.$$eval("[data-testid=inspector-event]", (rows) =>
+    rows.map((row) => row.dataset.type),
+  );
+  await page.getByTestId("inspector-toggle").click();
+  return types;
+}
+
+test("a plan streams as a steps card, each step ticked off as its STATE_DELTA arrives", {
+  timeout: 60_000,
+}, async () => {
+  const { page, problems, close } = await openPage(STATE_DEMO_URL);
+  try {
+    await send(page, PLAN_PROMPT);
+    // Each look, seen while the run still streams: the plan written, then each tick.
+    const card = page.getByTestId("steps-card");
+    for (const [done, look] of TICKED_OFF.entries()) {
+      await page.waitForFunction(
+        (wanted) =>
+          [...document.querySelectorAll("[data-testid=steps-card] [data-testid=step]")]
+            .map((step) => step.dataset.status)
+            .join(",") === wanted,
+        look,
+        { timeout: 20_000 },
+      );
+      assert.equal(await card.getByTestId("steps-progress").textContent(), `${done} of 3 done`);
+      if (done < PLAN.length) {
+        const status = await page.getByTestId("run-status").getAttribute("data-state");
+        assert.equal(status, "running", `${done} of 3 done was shown only after the run`);
+      }
+    }
+    await idle(page, 30_000);
+    assert.deepEqual(await page.evaluate(() => window.__stepsSeen), TICKED_OFF);
+    assert.deepEqual(
+      await stepsOf(page),
+      PLAN.map((description) => [description, "completed", "✓"]),
+    );
+    assert.equal(await card.getAttribute("data-state"), "done");
+    assert.equal(await card.getAttribute("aria-label"), "Plan");
+    assert.equal((await page.getByTestId("assistant-text").textContent()).trim(), PLAN_DONE);
+    // The card is the edits' view: the update_state calls that applied get no tool card.
+    assert.equal(await page.getByTestId("tool-card").count(), 0);
+    // One run: a STATE_DELTA after each update_state result, the STATE_SNAPSHOT right before
+    // RUN_FINISHED.
+    const types = await inspectedTypes(page);
+    assert.equal(types.filter((type) => type === "RUN_STARTED").length, 1, "one run");
+    assert.equal(types.filter((type) => type === "TOOL_CALL_RESULT").length, 4);
+    assert.equal(types.filter((type) => type === "STATE_DELTA").length, 4);
+    assert.deepEqual(types.slice(-2), ["STATE_SNAPSHOT", "RUN_FINISHED"]);
+    types.forEach((type, index) => {
+      if (type === "STATE_DELTA") assert.equal(types[index - 1], "TOOL_CALL_RESULT");
+    });
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+test("the state goes back with every run: the plan, then to-dos added and ticked", {
+  timeout: 60_000,
+}, async () => {
+  const { page, problems, close } = await openPage(DEMO_URL);
+  const sentStates = [];
+  page.on("request", (request) => {
+    if (request.method() === "POST" && new URL(request.url()).pathname === "/agent") {
+      sentStates.push(request.postDataJSON().state);
+    }
+  });
+  try {
+    await send(page, PLAN_PROMPT);
+    await idle(page);
+    // Fast as the run was, the card went through every look.
+    assert.deepEqual(await page.evaluate(() => window.__stepsSeen), TICKED_OFF);
+
+    await send(page, "Add a to-do: water the plants");
+    await idle(page);
+    assert.deepEqual(await todosOf(page), [["water the plants", "pending"]]);
+    // The run carried the plan the first one made; this turn changed no step, so it has no
+    // steps card of its own.
+    const completed = PLAN.map((description) => ({ description, status: "completed" }));
+    assert.deepEqual(sentStates, [{}, { steps: completed }]);
+    assert.equal(await page.getByTestId("steps-card").count(), 1);
+
+    // The model adds to the list it was shown: a lost state would leave one item.
+    await send(page, "Add a to-do: buy milk");
+    await idle(page);
+    await send(page, "Mark water the plants done");
+    await idle(page);
+    assert.deepEqual(await todosOf(page), [
+      ["water the plants", "completed"],
+      ["buy milk", "pending"],
+    ]);
+    assert.deepEqual(sentStates.at(-1), {
+      steps: completed,
+      todos: [
+        { text: "water the plants", done: false },
+        { text: "buy milk", done: false },
+      ],
+    });
+    const todoCard = page.getByTestId("todo-card").last();
+    assert.equal(await todoCard.getByTestId("todos-progress").textContent(), "1 of 2 done");
+    assert.equal(await page.getByTestId("todo-card").count(), 3, "one card per turn that edits");
+    assert.equal(await page.getByTestId("tool-card").count(), 0);
+
+    // An edit that does not apply changes nothing and keeps its tool card, with the reason.
+    await send(page, 'Apply this patch: [{"op": "remove", "path": "/nothing"}]');
+    await idle(page);
+    const failed = await toolCards(page);
+    assert.deepEqual(
+      failed.map(({ name, state }) => [name, state]),
+      [["update_state", "error"]],
+    );
+    assert.match(failed[0].result, /^Error: update_state: the patch does not apply/);
+    assert.deepEqual(JSON.parse(failed[0].args), {
+      patch: [{ op: "remove", path: "/nothing" }],
+    });
+    assert.equal(await page.getByTestId("todo-card").count(), 3);
+    assert.equal(await page.getByTestId("steps-card").count(), 1);
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    await mkdir(ARTIFACTS_DIR, { recursive: true });
+    await wholePageShot(page, DESKTOP, "demo-state.png");
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+test("a state edit under approval: approved, the to-do card shows it; declined, its tool card", {
+  timeout: 30_000,
+}, async () => {
+  const { page, problems, close } = await openPage(ONCE_DEMO_URL);
+  try {
+    await send(page, "Add a to-do: water the plants");
+    const card = page.locator("[data-testid=approval-card][data-state=waiting]");
+    await card.waitFor({ timeout: 20_000 });
+    assert.equal(await card.getByTestId("approval-tool").textContent(), "update_state");
+    assert.equal(await page.getByTestId("todo-card").count(), 0, "shown before it was approved");
+    await card.getByTestId("approve-button").click();
+    await idle(page);
+    assert.deepEqual(await todosOf(page), [["water the plants", "pending"]]);
+    assert.equal(await page.getByTestId("tool-card").count(), 0);
+
+    await send(page, "Add a to-do: buy milk");
+    await card.waitFor({ timeout: 20_000 });
+    await card.getByTestId("deny-button").click();
+    await idle(page);
+    assert.deepEqual(
+      (await toolCards(page)).map(({ name, state, result }) => [name, state, result]),
+      [["update_state", "cancelled", "The user declined."]],
+    );
+    assert.equal(await page.getByTestId("todo-card").count(), 1, "a declined edit changed nothing");
     assert.equal(await page.getByTestId("error-banner").isVisible(), false);
     assert.deepEqual(problems, []);
   } finally {
