@@ -844,7 +844,7 @@ test("a plan streams as a steps card, each step ticked off as its STATE_DELTA ar
 }, async () => {
   const { page, problems, close } = await openPage(STATE_DEMO_URL);
   try {
-    await send(page, PLAN_PROMPT);
+    await page.locator(`[data-testid=suggestion][data-prompt="${PLAN_PROMPT}"]`).click();
     // Each look, seen while the run still streams: the plan written, then each tick.
     const card = page.getByTestId("steps-card");
     for (const [done, look] of TICKED_OFF.entries()) {
@@ -953,6 +953,12 @@ test("the state goes back with every run: the plan, then to-dos added and ticked
     assert.equal(await page.getByTestId("error-banner").isVisible(), false);
     await mkdir(ARTIFACTS_DIR, { recursive: true });
     await wholePageShot(page, DESKTOP, "demo-state.png");
+    // On a phone the cards fit the width.
+    await page.setViewportSize(PHONE);
+    const overflow = await page.evaluate(
+      () => document.scrollingElement.scrollWidth - window.innerWidth,
+    );
+    assert.ok(overflow <= 0, `the phone layout scrolls sideways by ${overflow}px`);
     assert.deepEqual(problems, []);
   } finally {
     await close();
