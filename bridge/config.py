@@ -304,11 +304,6 @@ class BridgeConfig:
                 "OpenTelemetry tracing (--otel, OTEL_EXPORTER_OTLP_ENDPOINT) needs the "
                 "OpenTelemetry SDK, which is not installed: pip install 'agui-bridge[otel]'"
             )
-        if self.shared_state and not importable("jsonpatch"):
-            raise ValueError(
-                "shared state (--shared-state) needs jsonpatch, which is not installed: "
-                "pip install 'agui-bridge[state]'"
-            )
         if self.state_schema is not None:
             if not importable("jsonschema"):
                 raise ValueError(

@@ -27,7 +27,6 @@ from bridge.cli.serving import (
 )
 from bridge.cli.settings import config_from_args, serve_config
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
-from bridge.config import importable
 from bridge.core.upstream_url import shown_url
 from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
@@ -65,9 +64,8 @@ def _demo(args: argparse.Namespace) -> int:
     if _SCRIPTED_OPEN_TAG_MODEL not in args.starts_in_reasoning_model:
         args.starts_in_reasoning_model.append(_SCRIPTED_OPEN_TAG_MODEL)
     # Shared state is on in the demo, so the page's plan and to-dos work with no flag (the page
-    # sends its agent's state, an object, every run). Without the state extra the demo still
-    # runs, without them, rather than refusing to start.
-    args.shared_state = args.shared_state or importable("jsonpatch")
+    # sends its agent's state, an object, every run).
+    args.shared_state = True
     # The bridge reaches the scripted model over real HTTP, as it would a real one.
     config = config_from_args(
         args,

@@ -101,7 +101,7 @@ class RunState:
         return ToolOutput(f"State updated.{shown}", after=(StateDeltaEvent(delta=patch),))
 
     def _patched(self, patch: list[Any]) -> tuple[dict[str, Any], int]:
-        import jsonpatch  # the state extra; checked when the app is made
+        import jsonpatch  # imported by the first patch: the core of the bridge does not need it
         import jsonpointer
 
         try:
