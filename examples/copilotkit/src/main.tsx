@@ -10,18 +10,17 @@
 // A server tool under approval (`agui-bridge … --approve PATTERN`, or `@requires_approval`) ends
 // the run with an AG-UI interrupt; `useInterrupt` shows an approval card for it, and Approve /
 // Deny resumes the interrupted run.
+//
+// At `/state` (same query), the shared-state page instead: src/state_page.tsx.
 import "@copilotkit/react-core/v2/styles.css";
 import "./page.css";
 
-import { HttpAgent } from "@ag-ui/client";
 import {
   CopilotChat,
   CopilotKitProvider,
-  type CopilotKitProviderProps,
   type Interrupt,
   type InterruptResolveFn,
   useAgent,
-  UseAgentUpdate,
   useFrontendTool,
   useInterrupt,
   useRenderTool,
@@ -30,43 +29,22 @@ import { StrictMode, useEffect, useState, useSyncExternalStore } from "react";
 import { createRoot } from "react-dom/client";
 import { z } from "zod";
 
-type Wiring = "runtime" | "direct";
+import { ErrorBanners, Header, PROPERTIES, type ReportedError, WIRING_PROPS } from "./shell";
+import { StatePage } from "./state_page";
+
 type ToolCall = { name: string; args: Record<string, unknown> };
-type ReportedError = { code: string; message: string };
 
 declare global {
   interface Window {
     /** Every frontend tool call, in order, as its handler received it (read by the tests). */
     toolCalls: ToolCall[];
-    /** Every error CopilotKit reported through the provider's onError. */
-    copilotErrors: ReportedError[];
     /** Every answer the approval card gave (resolve's payload), in order (read by the tests). */
     approvals: ApprovalPayload[];
   }
 }
 
-const query = new URLSearchParams(window.location.search);
-const WIRING: Wiring = query.get("wiring") === "direct" ? "direct" : "runtime";
-const MODEL = query.get("model") ?? "";
-const RUNTIME_URL = "/api/copilotkit";
-const BRIDGE_URL =
-  document.querySelector<HTMLMetaElement>('meta[name="agui-bridge-url"]')?.content ?? "";
-
 window.toolCalls = [];
-window.copilotErrors = [];
 window.approvals = [];
-
-/** What wires the provider to its agent: the runtime's URL, or the bridge itself. */
-function wiringProps(): Partial<CopilotKitProviderProps> {
-  if (WIRING === "runtime") return { runtimeUrl: RUNTIME_URL };
-  // No runtime: the provider takes the agent instance. `agents__unsafe_dev_only` is CopilotKit's
-  // name for a local, unsecured agent; `selfManagedAgents` is the same map for production (a
-  // CopilotKit Enterprise feature: without a license key it warns on every load).
-  return { agents__unsafe_dev_only: { default: new HttpAgent({ url: BRIDGE_URL }) } };
-}
-const WIRING_PROPS = wiringProps();
-// The provider sends `properties` as every run's forwardedProps; the bridge reads `model` there.
-const PROPERTIES = MODEL ? { model: MODEL } : {};
 
 /** Fake weather, the same for a city every time. */
 function fakeWeather(city: string) {
@@ -369,17 +347,6 @@ function FrontendTools() {
   return null;
 }
 
-/** Whether the agent is running (its follow-up runs included), for people and tests alike. */
-function RunStatus() {
-  const { agent } = useAgent({ updates: [UseAgentUpdate.OnRunStatusChanged] });
-  const state = agent.isRunning ? "running" : "idle";
-  return (
-    <span className={`run-status run-status-${state}`} data-testid="run-status" data-state={state}>
-      {state}
-    </span>
-  );
-}
-
 function App() {
   const [errors, setErrors] = useState<ReportedError[]>([]);
   return (
@@ -396,17 +363,8 @@ function App() {
       <BridgeResults />
       <Approvals />
       <div className="page">
-        <header>
-          <h1>agui-bridge × CopilotKit</h1>
-          <p data-testid="wiring">
-            wiring <b>{WIRING}</b> · model <b>{MODEL || "the bridge's default"}</b> · <RunStatus />
-          </p>
-        </header>
-        {errors.map((error, index) => (
-          <p className="error" data-testid="error" key={index}>
-            {error.code}: {error.message}
-          </p>
-        ))}
+        <Header title="agui-bridge × CopilotKit" />
+        <ErrorBanners errors={errors} />
         <main className="chat">
           <CopilotChat
             labels={{
@@ -419,8 +377,7 @@ function App() {
   );
 }
 
-createRoot(document.getElementById("root")!).render(
-  <StrictMode>
-    <App />
-  </StrictMode>,
-);
+// `/state` is the shared-state page (src/state_page.tsx); any other path, the chat.
+const PAGE = window.location.pathname === "/state" ? <StatePage /> : <App />;
+
+createRoot(document.getElementById("root")!).render(<StrictMode>{PAGE}</StrictMode>);
