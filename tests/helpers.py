@@ -177,3 +177,21 @@ class CountedObservation:
 
     def retry(self) -> None:
         self.retries += 1
+
+
+def tool_call_counts(metrics: str, tool: str) -> dict[str, float]:
+    """A server tool's calls by outcome, from ``agui_bridge_tool_calls_total`` in a /metrics
+    exposition (the sum over workers is the bridge's, in multiprocess mode)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            labels = sample.labels
+            if (
+                sample.name == "agui_bridge_tool_calls_total"
+                and labels.get("tool") == tool
+                and labels.get("side") == "server"
+            ):
+                counts[labels["outcome"]] = counts.get(labels["outcome"], 0.0) + sample.value
+    return counts

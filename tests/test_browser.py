@@ -32,8 +32,8 @@ from typing import IO
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from helpers import tool_call_counts
 from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import free_port
 
@@ -107,7 +107,7 @@ def test_demo_page_in_chromium() -> None:
             timeout=300,
             what="the browser test",
         )
-        emails = _tool_calls(once, "send_email")
+        emails = _emails(once)
 
     _check_summary(output)
     # Two approvals clicked twice each (a double click, two fast clicks): two emails in all;
@@ -155,19 +155,6 @@ def test_demo_page_shows_an_mcp_app_in_chromium() -> None:
 
     _check_summary(output)
     assert (ARTIFACTS / MCP_APP_SCREENSHOT).stat().st_size > 10_000, "no screenshot"
-
-
-def _tool_calls(url: str, tool: str) -> dict[str, float]:
-    """A server tool's calls by outcome, from ``agui_bridge_tool_calls_total`` on GET /metrics."""
-    text = httpx.get(f"{url}metrics", timeout=5).raise_for_status().text
-    return {
-        sample.labels["outcome"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "agui_bridge_tool_calls_total"
-        and sample.labels["tool"] == tool
-        and sample.labels["side"] == "server"
-    }
 
 
 def _check_summary(output: str) -> None:
@@ -262,4 +249,11 @@ def _require(program: str) -> str:
     return require(
         program,
         "the browser tests need Node.js 20 or newer with npm, and Chromium (`.ci/run` installs Chromium)",
+    )
+
+
+def _emails(url: str) -> dict[str, float]:
+    """send_email's calls by outcome, from the demo's GET /metrics."""
+    return tool_call_counts(
+        httpx.get(f"{url}metrics", timeout=5).raise_for_status().text, "send_email"
     )

@@ -44,6 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo.tools import send_email
 from bridge.serve.run.resume import ALREADY_RUN_STATEMENT, APPROVED_STATEMENT
+from helpers import tool_call_counts
 from node_tools import npm_install, require, require_chromium, require_node, run
 from servers import ASK_TOOLS, free_port, scripted_stack
 
@@ -193,7 +194,7 @@ def test_copilotkit_example_in_chromium() -> None:
             assert emails == edits == [], model
     resumed = _check_double_clicked([r for r in requests if _question(r) == TWICE_PROMPT])
     # One email per approval: approved and edited per model and wiring, and each double click.
-    runs = _tool_calls(metrics, "send_email")
+    runs = tool_call_counts(metrics, "send_email")
     approved = 2 * len(APPROVAL_MODELS) * len(WIRINGS) + DOUBLE_CLICKED
     assert runs.get("ok") == approved, runs
     # A resume beyond the first of a double click (if the page sent one) ran nothing.
@@ -433,18 +434,6 @@ def _check_double_clicked(requests: list[dict[str, Any]]) -> int:
     extra = len(resumed) - DOUBLE_CLICKED
     assert results == sorted([TWICE_SENT] * DOUBLE_CLICKED + [ALREADY_RUN_STATEMENT] * extra)
     return len(resumed)
-
-
-def _tool_calls(metrics: str, tool: str) -> dict[str, float]:
-    """A server tool's calls by outcome, from ``agui_bridge_tool_calls_total``."""
-    return {
-        sample.labels["outcome"]: sample.value
-        for family in text_string_to_metric_families(metrics)
-        for sample in family.samples
-        if sample.name == "agui_bridge_tool_calls_total"
-        and sample.labels["tool"] == tool
-        and sample.labels["side"] == "server"
-    }
 
 
 def _conversation(request: dict[str, Any]) -> list[dict[str, Any]]:

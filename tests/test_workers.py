@@ -25,6 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
+from helpers import tool_call_counts
 from servers import messages_from, post, run_input, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,15 +263,7 @@ def test_workers_wants_a_number_or_auto(value: str) -> None:
 
 def tool_calls(url: str, tool: str, outcome: str) -> float:
     """``agui_bridge_tool_calls_total`` of one tool and outcome, over every worker."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "agui_bridge_tool_calls_total"
-        and sample.labels.get("tool") == tool
-        and sample.labels.get("outcome") == outcome
-    )
+    return tool_call_counts(httpx.get(f"{url}/metrics", timeout=10).text, tool).get(outcome, 0.0)
 
 
 def approved_resume(url: str) -> dict[str, Any]:
