@@ -190,9 +190,9 @@ PREDICT_STATE = (("steps", "update_state", "patch"),)
 PLAN_DONE = [
     {"description": description, "status": "completed"}
     for description in (
-        "Gather what bake a cake needs",
-        "Do bake a cake",
-        "Check that bake a cake is done",
+        "Get ready to bake a cake",
+        "Bake a cake",
+        "Check the result",
     )
 ]
 

@@ -805,7 +805,7 @@ test("a slow run streams live, and Stop ends it mid-stream", { timeout: 45_000 }
 // --- shared state: the scripted model's plan and to-dos (agentic generative UI) -----------------
 
 const PLAN_PROMPT = "Make a plan to bake a cake";
-const PLAN = ["Gather what bake a cake needs", "Do bake a cake", "Check that bake a cake is done"];
+const PLAN = ["Get ready to bake a cake", "Bake a cake", "Check the result"];
 const PLAN_DONE = "Done: the 3 steps of the plan are complete.";
 /** The steps card's looks while the model ticks the plan off, one update_state a turn. */
 const TICKED_OFF = [0, 1, 2, 3].map((done) =>

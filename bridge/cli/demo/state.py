@@ -59,7 +59,7 @@ def state_turn(
 
 
 def _plan_turn(goal: str, results: Sequence[str]) -> Turn:
-    steps = [f"Gather what {goal} needs", f"Do {goal}", f"Check that {goal} is done"]
+    steps = [f"Get ready to {goal}", goal[:1].upper() + goal[1:], "Check the result"]
     if not results:
         value = [{"description": step, "status": "pending"} for step in steps]
         patch = [{"op": "add", "path": "/steps", "value": value}]
