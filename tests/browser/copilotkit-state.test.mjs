@@ -50,11 +50,12 @@ after(async () => {
 });
 
 /**
- * Records, in the page, what the state panels show after every change of the page (and whether
- * the agent was running then): window.shown, one entry per change of what they show.
+ * Records, in the page, what the state panels show after every change of the page, whether the
+ * agent was running then, and how many answers said the to-dos were updated: window.shown, one
+ * entry per change of these.
  */
 function recordPanels(page) {
-  return page.evaluate(() => {
+  return page.evaluate((updated) => {
     const read = () => ({
       todos: [...document.querySelectorAll("[data-testid=todo]")].map((item) => ({
         text: item.innerText.trim(),
@@ -63,6 +64,9 @@ function recordPanels(page) {
       })),
       document: document.querySelector("[data-testid=document]")?.textContent ?? "",
       running: document.querySelector("[data-testid=run-status]").dataset.state === "running",
+      said: [...document.querySelectorAll("[data-testid=copilot-assistant-message]")].filter(
+        (answer) => answer.innerText.includes(updated),
+      ).length,
     });
     window.shown = [read()];
     new MutationObserver(() => {
@@ -74,7 +78,7 @@ function recordPanels(page) {
       characterData: true,
       attributes: true,
     });
-  });
+  }, TODOS_UPDATED);
 }
 
 const shown = (page) => page.evaluate(() => window.shown);
@@ -94,22 +98,29 @@ for (const wiring of WIRINGS) {
       try {
         await recordPanels(page);
 
-        // The bridge's update_state adds the to-do: STATE_DELTA mid-run, the list shows it.
+        // The bridge's update_state adds the to-do: its STATE_DELTA, mid-run, before the model
+        // answers (not the STATE_SNAPSHOT that ends the run), and the list shows it.
         await send(page, ADD_PROMPT);
         await answered(page, problems, TODOS_UPDATED);
         const added = { text: "water the plants", done: false, checked: false };
         const afterAdd = await shown(page);
         assert.deepEqual(afterAdd.at(-1).todos, [added], JSON.stringify(afterAdd));
         assert.ok(
-          afterAdd.some((entry) => entry.running && entry.todos.length === 1),
-          `the to-do showed while the run went on: ${JSON.stringify(afterAdd)}`,
+          afterAdd.some((entry) => entry.running && entry.todos.length === 1 && entry.said === 0),
+          `the to-do showed before the answer: ${JSON.stringify(afterAdd)}`,
         );
 
         // Ticked: the model read the list from the state the page sent with the second run.
         await send(page, DONE_PROMPT);
         await answered(page, problems, TODOS_UPDATED);
         const ticked = { text: "water the plants", done: true, checked: true };
-        assert.deepEqual((await shown(page)).at(-1).todos, [ticked]);
+        const afterTick = await shown(page);
+        assert.deepEqual(afterTick.at(-1).todos, [ticked]);
+        assert.equal(afterTick.at(-1).said, 2, "both answers said the to-dos were updated");
+        assert.ok(
+          afterTick.some((entry) => entry.todos[0]?.done && entry.said === 1),
+          `ticked before the answer: ${JSON.stringify(afterTick)}`,
+        );
 
         // write_document: the argument streams into state.document (PredictState) while the
         // model writes the call, then the page's handler sets the whole of it.
