@@ -142,6 +142,10 @@ for (const wiring of WIRINGS) {
           `the partial documents showed while the call streamed: ${JSON.stringify(timeline)}`,
         );
         assert.deepEqual(timeline.at(-1).todos, [ticked], "the to-dos are kept");
+        const card = page.locator("[data-testid=tool-card][data-tool-name=write_document]");
+        assert.equal(await card.count(), 1, "one card for the one call");
+        assert.equal(await card.getAttribute("data-status"), "complete");
+        assert.match(await card.innerText(), new RegExp(`Written: ${DOCUMENT.length} characters`));
         t.diagnostic(`the document panel showed, in order: ${JSON.stringify(distinct)}`);
 
         if (wiring === WIRINGS[0]) {

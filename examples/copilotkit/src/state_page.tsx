@@ -56,6 +56,34 @@ function useSharedState() {
   return { agent, state: readState(agent.state) };
 }
 
+/** write_document's card in the chat: how much of the document the call holds so far. */
+function DocumentCard({
+  args,
+  status,
+}: {
+  args: Partial<{ document: string }>;
+  status: string;
+}) {
+  const written = args.document?.length ?? 0;
+  return (
+    <div
+      className="tool-card"
+      data-testid="tool-card"
+      data-tool-name="write_document"
+      data-status={status}
+    >
+      <div className="tool-card-head">
+        <span className="tool-name">write_document</span>
+        <span className={`tool-status tool-status-${status}`}>{status}</span>
+      </div>
+      <p className="tool-progress">
+        {status === "complete" ? "Written" : "Writing"}: {written} characters, shown in the
+        document panel.
+      </p>
+    </div>
+  );
+}
+
 /** The page's tool: the model writes the document by calling it; it runs here. */
 function WriteDocument() {
   const { agent } = useAgent({ updates: [] });
@@ -68,6 +96,7 @@ function WriteDocument() {
         agent.setState({ ...readState(agent.state), document });
         return `The document is written (${document.length} characters).`;
       },
+      render: DocumentCard,
     },
     [agent],
   );
