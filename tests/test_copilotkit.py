@@ -31,11 +31,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -44,23 +39,26 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo.tools import send_email
 from bridge.serve.run.resume import ALREADY_RUN_STATEMENT, APPROVED_STATEMENT
+from copilotkit_example import (
+    ARTIFACTS,
+    BROWSER_TESTS,
+    EXAMPLE,
+    ROOT,
+    WHY,
+    build_example,
+    example_server,
+    npm_install_example,
+    question,
+    roles,
+)
 from helpers import tool_call_counts
-from node_tools import npm_install, require, require_chromium, require_node, run
+from node_tools import require, require_chromium, require_node, run
 from servers import ASK_TOOLS, free_port, scripted_stack
 
-WHY = "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium"
-
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "copilotkit"
-BROWSER_TESTS = ROOT / "tests" / "browser"
-ARTIFACTS = ROOT / "tests" / "artifacts"
 SCREENSHOT = ROOT / "docs" / "copilotkit.png"
 APPROVAL_SCREENSHOT = ROOT / "docs" / "copilotkit-approval.png"
 MCP_APP_SCREENSHOT = ROOT / "docs" / "copilotkit-mcp-app.png"
 MCP_APP_SERVER = ROOT / "examples" / "mcp_app_server.py"
-#: What the example's page is built from: when one is newer than the build, it is rebuilt.
-EXAMPLE_SOURCES = ("src", "index.html", "build.mjs", "package-lock.json")
 #: The models run in both wirings: reasoning in either field, in tags, in both (deepseek-legacy),
 #: signed (OpenRouter), in harmony channels; tool calls as calls or as text; no reasoning at all.
 MODELS = (
@@ -124,8 +122,10 @@ SERVER_TIME = get_time()
 def test_copilotkit_example_in_chromium() -> None:
     node = require_node(WHY)
     require_chromium()
-    _build_example()
-    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    build_example()
+    npm_install_example(
+        BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json"
+    )
     for name in ("copilotkit.png", "copilotkit-approval.png"):
         (ARTIFACTS / name).unlink(missing_ok=True)
 
@@ -139,7 +139,7 @@ def test_copilotkit_example_in_chromium() -> None:
             tools=[get_time, send_email],
             metrics=True,
         ) as stack,
-        _example_server(stack.bridge_url, app_port),
+        example_server(stack.bridge_url, app_port),
     ):
         env = {
             **os.environ,
@@ -175,24 +175,24 @@ def test_copilotkit_example_in_chromium() -> None:
         assert offered == OFFERED, request["tools"]
     for model in MODELS:
         asked = [r for r in requests if r.get("model") == model]
-        _check_upstream_saw(model, [r for r in asked if _question(r) == ASK_TOOLS])
-        mixed = [r for r in asked if _question(r) == MIXED_PROMPT]
+        _check_upstream_saw(model, [r for r in asked if question(r) == ASK_TOOLS])
+        mixed = [r for r in asked if question(r) == MIXED_PROMPT]
         if model in MIXED_MODELS:
             _check_mixed_turn(model, mixed)
         else:
             assert mixed == [], model
-        interleaved = [r for r in asked if _question(r) == INTERLEAVE_PROMPT]
+        interleaved = [r for r in asked if question(r) == INTERLEAVE_PROMPT]
         # One request per wiring: the whole turn is one model response, nothing follows it.
         expected = [["user"]] * len(WIRINGS) if model in INTERLEAVED_MODELS else []
-        assert [_roles(r) for r in interleaved] == expected, model
-        emails = [r for r in asked if _question(r) == EMAIL_PROMPT]
-        edits = [r for r in asked if _question(r) == EDIT_PROMPT]
+        assert [roles(r) for r in interleaved] == expected, model
+        emails = [r for r in asked if question(r) == EMAIL_PROMPT]
+        edits = [r for r in asked if question(r) == EDIT_PROMPT]
         if model in APPROVAL_MODELS:
             _check_approvals(model, emails)
             _check_edit(edits)
         else:
             assert emails == edits == [], model
-    resumed = _check_double_clicked([r for r in requests if _question(r) == TWICE_PROMPT])
+    resumed = _check_double_clicked([r for r in requests if question(r) == TWICE_PROMPT])
     # One email per approval: approved and edited per model and wiring, and each double click.
     runs = tool_call_counts(metrics, "send_email")
     approved = 2 * len(APPROVAL_MODELS) * len(WIRINGS) + DOUBLE_CLICKED
@@ -213,8 +213,10 @@ def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
     gets only the turn's question, its follow-up and the next turn)."""
     node = require_node(WHY)
     require_chromium()
-    _build_example()
-    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    build_example()
+    npm_install_example(
+        BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json"
+    )
     (ARTIFACTS / "copilotkit-mcp-app.png").unlink(missing_ok=True)
 
     app_port = free_port()
@@ -225,7 +227,7 @@ def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
             mcp_servers={"app": f"python {MCP_APP_SERVER}"},
             metrics=True,
         ) as stack,
-        _example_server(stack.bridge_url, app_port),
+        example_server(stack.bridge_url, app_port),
     ):
         env = {
             **os.environ,
@@ -256,12 +258,12 @@ def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
     for model in MCP_APP_MODELS:
         asked = [r for r in requests if r.get("model") == model]
         turn = ["user", "assistant", "tool"]
-        assert [_roles(r) for r in asked] == [["user"], turn, [*turn, "assistant", "user"]] * len(
+        assert [roles(r) for r in asked] == [["user"], turn, [*turn, "assistant", "user"]] * len(
             WIRINGS
-        ), [_roles(r) for r in asked]
+        ), [roles(r) for r in asked]
         for request in asked:
-            assert _question(request) == MCP_APP_PROMPT
-            if len(_roles(request)) > 1:
+            assert question(request) == MCP_APP_PROMPT
+            if len(roles(request)) > 1:
                 _, calling, result = _conversation(request)[:3]
                 [call] = calling["tool_calls"]
                 assert call["function"]["name"] == "app__counter"
@@ -290,9 +292,9 @@ def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
 def test_copilotkit_example_typechecks() -> None:
     """The example's TypeScript against CopilotKit's and React's own types (esbuild checks none)."""
     require_node(WHY)
-    _npm_install(EXAMPLE, EXAMPLE / "node_modules" / "typescript" / "package.json")
+    npm_install_example(EXAMPLE, EXAMPLE / "node_modules" / "typescript" / "package.json")
     run(
-        [_require("npm"), "run", "typecheck"],
+        [require("npm", WHY), "run", "typecheck"],
         cwd=EXAMPLE,
         env=None,
         timeout=120,
@@ -303,16 +305,16 @@ def test_copilotkit_example_typechecks() -> None:
 def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
     """Per wiring, three requests: the question, the tool loop's follow-up, the second turn."""
     reasons = model not in REASONING_FREE
-    assert len(requests) == 3 * len(WIRINGS), [_roles(r) for r in requests]
-    questions = [r for r in requests if _roles(r) == ["user"]]
-    follow_ups = [r for r in requests if _roles(r) == ["user", "assistant", "tool", "tool"]]
+    assert len(requests) == 3 * len(WIRINGS), [roles(r) for r in requests]
+    questions = [r for r in requests if roles(r) == ["user"]]
+    follow_ups = [r for r in requests if roles(r) == ["user", "assistant", "tool", "tool"]]
     second_turns = [
         r
         for r in requests
-        if _roles(r) == ["user", "assistant", "tool", "tool", "assistant", "user"]
+        if roles(r) == ["user", "assistant", "tool", "tool", "assistant", "user"]
     ]
     assert len(questions) == len(follow_ups) == len(second_turns) == len(WIRINGS), [
-        _roles(r) for r in requests
+        roles(r) for r in requests
     ]
     assert sorted(r["messages"][-1]["content"] for r in second_turns) == sorted(
         f"Thanks, that is all from {wiring}" for wiring in WIRINGS
@@ -353,9 +355,9 @@ def _check_mixed_turn(model: str, requests: list[dict[str, Any]]) -> None:
     """Per wiring, two requests: the question, then (once the page ran change_background) the
     follow-up. The bridge ran get_time inside the first run and asked the model nothing more;
     the follow-up carries its result first, byte for byte as the bridge sent it, then the page's."""
-    assert [_roles(r) for r in requests] == [["user"], ["user", "assistant", "tool", "tool"]] * len(
+    assert [roles(r) for r in requests] == [["user"], ["user", "assistant", "tool", "tool"]] * len(
         WIRINGS
-    ), [_roles(r) for r in requests]
+    ), [roles(r) for r in requests]
     for follow_up in requests[1::2]:
         user, calling, *results = follow_up["messages"][-4:]
         assert user["content"] == MIXED_PROMPT
@@ -385,9 +387,9 @@ def _check_approvals(model: str, requests: list[dict[str, Any]]) -> None:
         [*turn, "user", "assistant", "tool"],
         [*turn, *turn, "user"],
     ]
-    assert [_roles(r) for r in requests] == expected * len(WIRINGS), [_roles(r) for r in requests]
+    assert [roles(r) for r in requests] == expected * len(WIRINGS), [roles(r) for r in requests]
     for first, approved, second, declined, third in zip(*[iter(requests)] * 5, strict=True):
-        assert _question(first) == EMAIL_PROMPT
+        assert question(first) == EMAIL_PROMPT
         calling, result = _conversation(approved)[1:3]
         [call] = calling["tool_calls"]
         assert call["function"]["name"] == "send_email"
@@ -413,8 +415,8 @@ def _check_approvals(model: str, requests: list[dict[str, Any]]) -> None:
 def _check_edit(requests: list[dict[str, Any]]) -> None:
     """Per wiring: the question (interrupted), then the resumed run: the call as the model made
     it (to Carol), answered by the result of the edited one (to Dave)."""
-    roles = [["user"], ["user", "assistant", "tool"]] * len(WIRINGS)
-    assert [_roles(r) for r in requests] == roles, [_roles(r) for r in requests]
+    expected = [["user"], ["user", "assistant", "tool"]] * len(WIRINGS)
+    assert [roles(r) for r in requests] == expected, [roles(r) for r in requests]
     for resumed in requests[1::2]:
         _, calling, result = _conversation(resumed)
         [call] = calling["tool_calls"]
@@ -426,10 +428,10 @@ def _check_double_clicked(requests: list[dict[str, Any]]) -> int:
     """Per Approve clicked twice: the question (interrupted), then one resumed run per resume
     that reached the bridge, each with the call's one result: the email's in one, the already-run
     statement in any other. The number of resumed runs."""
-    questions = [r for r in requests if _roles(r) == ["user"]]
-    resumed = [r for r in requests if _roles(r) == ["user", "assistant", "tool"]]
-    assert len(questions) == DOUBLE_CLICKED, [_roles(r) for r in requests]
-    assert len(questions) + len(resumed) == len(requests), [_roles(r) for r in requests]
+    questions = [r for r in requests if roles(r) == ["user"]]
+    resumed = [r for r in requests if roles(r) == ["user", "assistant", "tool"]]
+    assert len(questions) == DOUBLE_CLICKED, [roles(r) for r in requests]
+    assert len(questions) + len(resumed) == len(requests), [roles(r) for r in requests]
     results = sorted(_conversation(r)[2]["content"] for r in resumed)
     extra = len(resumed) - DOUBLE_CLICKED
     assert results == sorted([TWICE_SENT] * DOUBLE_CLICKED + [ALREADY_RUN_STATEMENT] * extra)
@@ -440,104 +442,12 @@ def _conversation(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] not in ("system", "developer")]
 
 
-def _question(request: dict[str, Any]) -> str:
-    """The first user message's text: which case a request belongs to."""
-    return next(m["content"] for m in request["messages"] if m["role"] == "user")
-
-
-def _roles(request: dict[str, Any]) -> list[str]:
-    return [m["role"] for m in request["messages"] if m["role"] not in ("system", "developer")]
-
-
-#: What turns CopilotKit's usage telemetry off (its runtime reads either).
-_TELEMETRY_VARIABLES = ("COPILOTKIT_TELEMETRY_DISABLED", "DO_NOT_TRACK")
-
-
 def test_the_example_keeps_copilotkits_telemetry_off_unless_told() -> None:
     """`npm start` (server.mjs) with nothing set reports telemetry off; set to false, on."""
     require_node(WHY)
-    _build_example()
+    build_example()
     for settings, disabled in (({}, True), ({"COPILOTKIT_TELEMETRY_DISABLED": "false"}, False)):
         port = free_port()
-        with _example_server("http://127.0.0.1:9", port, **settings):
+        with example_server("http://127.0.0.1:9", port, **settings):
             info = httpx.get(f"http://127.0.0.1:{port}/api/copilotkit/info", timeout=10).json()
         assert info["telemetryDisabled"] is disabled, settings
-
-
-@contextmanager
-def _example_server(bridge_url: str, port: int, **settings: str) -> Iterator[None]:
-    """The example's server (``server.mjs``, what ``npm start`` runs) on ``port``, its agent the
-    bridge at ``bridge_url``, with ``settings`` in its environment. CopilotKit's telemetry
-    variables are left as the example sets them (off) unless ``settings`` names them."""
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in _TELEMETRY_VARIABLES},
-        "PORT": str(port),
-        "HOST": "127.0.0.1",
-        "AGUI_BRIDGE_URL": f"{bridge_url}/",
-        **settings,
-    }
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with (ARTIFACTS / "copilotkit-server.log").open("w+b") as log:
-        process = subprocess.Popen(
-            [require_node(WHY), "server.mjs"],
-            cwd=EXAMPLE,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    pytest.fail(
-                        f"the example's server did not start:\n{log.read().decode()}",
-                        pytrace=False,
-                    )
-                try:
-                    info = httpx.get(f"http://127.0.0.1:{port}/api/copilotkit/info", timeout=1)
-                    if info.status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
-            yield
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            log.seek(0)
-            if b"Error" in log.read():
-                log.seek(0)
-                pytest.fail(
-                    f"the example's server logged an error:\n{log.read().decode()}", pytrace=False
-                )
-
-
-def _build_example() -> None:
-    """Builds examples/copilotkit/dist when it is missing or older than what it is built from."""
-    built = EXAMPLE / "dist" / "index.html"
-    sources = [
-        file
-        for name in EXAMPLE_SOURCES
-        for file in (
-            [EXAMPLE / name] if (EXAMPLE / name).is_file() else (EXAMPLE / name).rglob("*")
-        )
-        if file.is_file()
-    ]
-    if built.is_file() and max(f.stat().st_mtime for f in sources) <= built.stat().st_mtime:
-        return
-    _npm_install(EXAMPLE, EXAMPLE / "node_modules" / "esbuild" / "package.json")
-    npm = _require("npm")
-    run([npm, "run", "build"], cwd=EXAMPLE, env=None, timeout=300, what="npm run build")
-
-
-def _npm_install(directory: Path, marker: Path) -> None:
-    npm_install(directory, marker, WHY)
-
-
-def _require(program: str) -> str:
-    return require(program, "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium")

@@ -23,17 +23,17 @@ import re
 from typing import Any
 
 import pytest
-from test_copilotkit import (
+
+from copilotkit_example import (
     ARTIFACTS,
     BROWSER_TESTS,
     WHY,
-    _build_example,
-    _example_server,
-    _npm_install,
-    _question,
-    _roles,
+    build_example,
+    example_server,
+    npm_install_example,
+    question,
+    roles,
 )
-
 from node_tools import require_chromium, require_node, run
 from servers import free_port, scripted_stack
 
@@ -54,8 +54,10 @@ STATE_INTRO = "Shared state (JSON)"
 def test_copilotkit_shows_the_shared_state_and_its_predicted_document() -> None:
     node = require_node(WHY)
     require_chromium()
-    _build_example()
-    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    build_example()
+    npm_install_example(
+        BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json"
+    )
     (ARTIFACTS / "copilotkit-state.png").unlink(missing_ok=True)
 
     app_port = free_port()
@@ -67,7 +69,7 @@ def test_copilotkit_shows_the_shared_state_and_its_predicted_document() -> None:
             shared_state=True,
             predict_state=PREDICTED,
         ) as stack,
-        _example_server(stack.bridge_url, app_port),
+        example_server(stack.bridge_url, app_port),
     ):
         env = {
             **os.environ,
@@ -100,7 +102,7 @@ def test_copilotkit_shows_the_shared_state_and_its_predicted_document() -> None:
     # write_document) CopilotKit's follow-up run.
     turns = [(ADD_PROMPT, 2), (DONE_PROMPT, 2), (DOCUMENT_PROMPT, 2)]
     expected = [prompt for prompt, count in turns for _ in range(count)] * len(WIRINGS)
-    assert [_last_question(r) for r in requests] == expected, [_roles(r) for r in requests]
+    assert [_lastquestion(r) for r in requests] == expected, [roles(r) for r in requests]
     empty = {"todos": [], "document": ""}
     added = {"todos": [{"text": "water the plants", "done": False}], "document": ""}
     ticked = {"todos": [{"text": "water the plants", "done": True}], "document": ""}
@@ -116,19 +118,19 @@ def test_copilotkit_shows_the_shared_state_and_its_predicted_document() -> None:
         assert _state(done) == _state(done_follow_up) == added
         assert _tool_result(done_follow_up) == f"State updated. The state is now: {_dumped(ticked)}"
         assert _state(write) == ticked
-        assert _roles(write)[-1] == "user"
+        assert roles(write)[-1] == "user"
         # The page ran write_document, whose handler put the whole document in the state.
         [call] = _conversation_tail(write_follow_up)[0]["tool_calls"]
         assert call["function"]["name"] == "write_document"
         assert json.loads(call["function"]["arguments"]) == {"document": DOCUMENT}
         assert _state(write_follow_up) == written
         # One conversation per page: its last request carries the whole of it.
-        assert _question(write_follow_up) == ADD_PROMPT
+        assert question(write_follow_up) == ADD_PROMPT
 
     assert (ARTIFACTS / "copilotkit-state.png").stat().st_size > 10_000, "no screenshot"
 
 
-def _last_question(request: dict[str, Any]) -> str:
+def _lastquestion(request: dict[str, Any]) -> str:
     """The last user message's text: which turn a request belongs to."""
     users = [m["content"] for m in request["messages"] if m["role"] == "user"]
     return str(users[-1])
