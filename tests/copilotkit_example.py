@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from node_tools import npm_install, require, require_node, run
+from node_tools import npm_install, require, require_chromium, require_node, run
 
 WHY = "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium"
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,3 +112,15 @@ def build_example() -> None:
 
 def npm_install_example(directory: Path, marker: Path) -> None:
     npm_install(directory, marker, WHY)
+
+
+def ready_for_chromium() -> str:
+    """What a test of the example in Chromium needs: Node (its program, returned), Chromium,
+    the example built and Playwright installed."""
+    node = require_node(WHY)
+    require_chromium()
+    build_example()
+    npm_install_example(
+        BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json"
+    )
+    return node

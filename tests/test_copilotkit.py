@@ -49,10 +49,11 @@ from copilotkit_example import (
     example_server,
     npm_install_example,
     question,
+    ready_for_chromium,
     roles,
 )
 from helpers import tool_call_counts
-from node_tools import require, require_chromium, require_node, run
+from node_tools import require, require_node, run
 from servers import ASK_TOOLS, free_port, scripted_stack
 
 SCREENSHOT = ROOT / "docs" / "copilotkit.png"
@@ -120,12 +121,7 @@ SERVER_TIME = get_time()
 
 
 def test_copilotkit_example_in_chromium() -> None:
-    node = require_node(WHY)
-    require_chromium()
-    build_example()
-    npm_install_example(
-        BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json"
-    )
+    node = ready_for_chromium()
     for name in ("copilotkit.png", "copilotkit-approval.png"):
         (ARTIFACTS / name).unlink(missing_ok=True)
 
@@ -211,12 +207,7 @@ def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
     """The bridge runs the MCP Apps example; in both wirings CopilotKit shows its counter widget,
     whose clicks call ``increment`` through the bridge (runs the model never sees: the upstream
     gets only the turn's question, its follow-up and the next turn)."""
-    node = require_node(WHY)
-    require_chromium()
-    build_example()
-    npm_install_example(
-        BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json"
-    )
+    node = ready_for_chromium()
     (ARTIFACTS / "copilotkit-mcp-app.png").unlink(missing_ok=True)
 
     app_port = free_port()

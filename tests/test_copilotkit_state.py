@@ -27,14 +27,12 @@ import pytest
 from copilotkit_example import (
     ARTIFACTS,
     BROWSER_TESTS,
-    WHY,
-    build_example,
     example_server,
-    npm_install_example,
     question,
+    ready_for_chromium,
     roles,
 )
-from node_tools import require_chromium, require_node, run
+from node_tools import run
 from servers import free_port, scripted_stack
 
 WIRINGS = ("runtime", "direct")
@@ -52,12 +50,7 @@ STATE_INTRO = "Shared state (JSON)"
 
 
 def test_copilotkit_shows_the_shared_state_and_its_predicted_document() -> None:
-    node = require_node(WHY)
-    require_chromium()
-    build_example()
-    npm_install_example(
-        BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json"
-    )
+    node = ready_for_chromium()
     (ARTIFACTS / "copilotkit-state.png").unlink(missing_ok=True)
 
     app_port = free_port()
