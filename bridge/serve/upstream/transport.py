@@ -238,13 +238,28 @@ class _YieldingStream(httpx.AsyncByteStream):
         self._stream = stream
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        # Whether the loop had a turn since the last piece: a callback scheduled after each
+        # piece runs only if this task was suspended meanwhile (a read that waited on the
+        # network, a client's full socket). Such a stream has let the others in already, and
+        # pays no extra loop turn (a paced stream's every token did, before).
+        loop = asyncio.get_running_loop()
         clock = time.monotonic
         turn = clock()
+        waited = [False]
+
+        def mark() -> None:
+            waited[0] = True
+
         async for piece in self._stream:
             yield piece
-            if clock() - turn >= YIELD_INTERVAL:
+            now = clock()
+            if waited[0]:
+                turn = now
+            elif now - turn >= YIELD_INTERVAL:
                 await asyncio.sleep(0)
                 turn = clock()
+            waited[0] = False
+            loop.call_soon(mark)
 
     async def aclose(self) -> None:
         await self._stream.aclose()
