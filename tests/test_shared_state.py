@@ -276,7 +276,7 @@ async def test_a_big_state_is_patched_off_the_event_loop_in_the_calls_order() ->
     def watch(state: RunState) -> RunState:
         patched = state._patched
 
-        def watched(patch: list[Any]) -> tuple[dict[str, Any], int]:
+        def watched(patch: list[Any]) -> tuple[dict[str, Any], str]:
             seen.append(threading.current_thread().name)
             return patched(patch)
 

@@ -27,7 +27,7 @@ from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
 from bridge.serve.run.resume import settle_approvals
-from bridge.serve.tools.state import UPDATE_STATE, RunState
+from bridge.serve.tools.state import UPDATE_STATE, RunState, shares_state
 
 
 async def run(bridge: Bridge, request: Request) -> Response:
@@ -57,7 +57,7 @@ async def run(bridge: Bridge, request: Request) -> Response:
         headers=request.headers,
     )
     state = None
-    if bridge.config.shared_state and isinstance(run_input.state, dict):
+    if shares_state(run_input.state, bridge.config):
         state = RunState(
             run_input.state,
             schema=bridge.config.state_schema,
@@ -97,7 +97,7 @@ def _tool_loop(
     offered = run_input
     if tools:
         # update_state only where there is a state to edit: a JSON object.
-        shared = isinstance(run_input.state, dict)
+        shared = shares_state(run_input.state, config)
         served = [d for d in tools.definitions() if shared or d.name != UPDATE_STATE]
         offered = run_input.model_copy(update={"tools": [*frontend, *served]})
     build_request = (

@@ -83,7 +83,7 @@ class ToolLoop:
     approvals: Approvals | None = None
 
 
-async def run_agent(
+def run_agent(
     run_input: RunAgentInput,
     body: dict[str, Any],
     upstream: UpstreamClient,
@@ -105,11 +105,20 @@ async def run_agent(
     ``predict_state``: ``(state_key, tool, tool_argument)`` announced by a ``CUSTOM``
     ``PredictState`` right after ``RUN_STARTED``."""
     batches = _run(run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
-    token = RUN_STATE.set(state)  # the update_state calls of this run find it
+    # A run without a state to edit pays no layer for it on its per-chunk path.
+    return batches if state is None else _with_state(batches, state)
+
+
+async def _with_state(
+    batches: AsyncGenerator[Sequence[BaseEvent], None], state: RunState
+) -> AsyncGenerator[Sequence[BaseEvent], None]:
+    """The run's batches, its state where its update_state calls find it, and the state's
+    snapshot before the terminal event when the run changed it."""
+    token = RUN_STATE.set(state)
     try:
         async with aclosing(batches) as each:
             async for batch in each:
-                if state is not None and state.changed and batch and _terminal(batch[-1]):
+                if state.changed and batch and _terminal(batch[-1]):
                     batch = [*batch[:-1], state.snapshot(), batch[-1]]
                 yield batch
     finally:

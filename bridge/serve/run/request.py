@@ -12,7 +12,7 @@ from ag_ui.core import RunAgentInput
 from bridge.config import ANY_UPSTREAM_MODEL, FORWARDED_PARAMS, BridgeConfig
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.run.history import ReasoningScope, to_openai_messages, to_openai_tools
-from bridge.serve.tools.state import state_prompt
+from bridge.serve.tools.state import shares_state, state_prompt
 
 
 def build_chat_request(
@@ -187,7 +187,7 @@ def _messages(
     if scope is None:
         scope = configured_scope(config)
     # A run whose state the model may edit is shown it with the tool to edit it.
-    shared = config.shared_state and isinstance(run_input.state, dict)
+    shared = shares_state(run_input.state, config)
     try:
         return to_openai_messages(
             run_input.messages,

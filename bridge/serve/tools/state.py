@@ -18,15 +18,18 @@ thread: a copy, a patch and a check of a megabyte hold the event loop for tens o
 from __future__ import annotations
 
 import asyncio
-import copy
+import itertools
 import json
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import anyio.to_thread
+import jsonpatch
+import jsonpointer
 from ag_ui.core import StateDeltaEvent, StateSnapshotEvent
 
+from bridge.config import BridgeConfig
 from bridge.serve.tools.server_tools import ServerTool, ToolError, ToolOutput, json_arguments
 
 #: The tool's name: a frontend tool of that name is refused while shared state is on.
@@ -76,7 +79,11 @@ class RunState:
     ) -> None:
         self.value: dict[str, Any] = dict(state)
         self.changed = False
-        self._schema = schema
+        self._validator: Any = None
+        if schema is not None:  # the state extra's jsonschema (BridgeConfig checked it is there)
+            import jsonschema
+
+            self._validator = jsonschema.Draft202012Validator(schema)
         self._max_bytes = max_bytes
         self._told = told
         self._size: int | None = None  # its JSON's bytes, measured by the first patch
@@ -90,32 +97,28 @@ class RunState:
             raise self._refused("invalid", "'patch' must be a list of JSON Patch operations")
         async with self._lock:  # in the calls' order; a big state off the event loop
             if self._size is None or self._size > _BIG_STATE:  # the client's: of any size
-                new, size = await anyio.to_thread.run_sync(self._patched, patch)
+                new, text = await anyio.to_thread.run_sync(self._patched, patch)
             else:
-                new, size = self._patched(patch)
-            self.value, self._size, self.changed = new, size, True
+                new, text = self._patched(patch)
+            self.value, self._size, self.changed = new, len(text.encode()), True
         if self._told is not None:
             self._told("applied")
-        text = _dumped(new)
         shown = f" The state is now: {text}" if len(text) <= _SHOWN_STATE else ""
         return ToolOutput(f"State updated.{shown}", after=(StateDeltaEvent(delta=patch),))
 
-    def _patched(self, patch: list[Any]) -> tuple[dict[str, Any], int]:
-        import jsonpatch  # imported by the first patch: the core of the bridge does not need it
-        import jsonpointer
-
+    def _patched(self, patch: list[Any]) -> tuple[dict[str, Any], str]:
+        """The state the patch makes (all of it or none: jsonpatch applies it to a copy) and its
+        JSON; ``ToolError`` when it does not hold."""
         try:
-            new = jsonpatch.JsonPatch(patch).apply(copy.deepcopy(self.value))
+            new = jsonpatch.JsonPatch(patch).apply(self.value)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             raise self._refused("invalid", f"the patch does not apply: {exc}") from exc
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise self._refused("invalid", f"the patch is malformed: {exc!r}") from exc
         if not isinstance(new, dict):
             raise self._refused("invalid", "the state must stay a JSON object")
-        if self._schema is not None:
-            import jsonschema
-
-            errors = list(jsonschema.Draft202012Validator(self._schema).iter_errors(new))[:3]
+        if self._validator is not None:
+            errors = list(itertools.islice(self._validator.iter_errors(new), 3))
             if errors:
                 where = "; ".join(
                     f"{'/'.join(map(str, error.absolute_path)) or 'the state'}: "
@@ -123,12 +126,13 @@ class RunState:
                     for error in errors
                 )
                 raise self._refused("schema", f"the new state breaks the schema: {where}")
-        size = len(_dumped(new).encode())
+        text = _dumped(new)
+        size = len(text.encode())
         if size > self._max_bytes:
             raise self._refused(
                 "too_large", f"the new state would be {size} bytes, over {self._max_bytes}"
             )
-        return new, size
+        return new, text
 
     def _refused(self, outcome: StateOutcome, why: str) -> ToolError:
         if self._told is not None:
@@ -141,6 +145,12 @@ class RunState:
 
 #: The state of the run in progress (``None``: the run has none to edit).
 RUN_STATE: ContextVar[RunState | None] = ContextVar("agui_bridge_run_state", default=None)
+
+
+def shares_state(state: Any, config: BridgeConfig) -> TypeGuard[dict[str, Any]]:
+    """Whether a run edits its state: shared state is on and the run's state is a JSON object
+    (what is shown to the model, offered ``update_state`` and sent ``STATE_*`` events)."""
+    return config.shared_state and isinstance(state, dict)
 
 
 def update_state_tool() -> ServerTool:
