@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from node_tools import npm_install, require, require_chromium, require_node, run
+from node_tools import npm_install, require, require_chromium, require_node, run, stop
 
 WHY = "the CopilotKit test needs Node.js 20 or newer with npm, and Chromium"
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,12 +78,7 @@ def example_server(bridge_url: str, port: int, **settings: str) -> Iterator[None
                 time.sleep(0.1)
             yield
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
             log.seek(0)
             if b"Error" in log.read():
                 log.seek(0)

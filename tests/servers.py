@@ -164,6 +164,18 @@ def messages_from(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def approving(first: dict[str, Any], frames: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """The run that approves the interrupt ``first`` ended with (``frames``), as @ag-ui/client
+    sends it: the same thread and run id, the history with the interrupted run's messages, and
+    ``extra`` (its state, its forwarded props)."""
+    [interrupt] = frames[-1]["outcome"]["interrupts"]
+    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
+    history = [*first["messages"], *messages_from(frames)]
+    return run_input(
+        history, threadId=first["threadId"], runId=first["runId"], resume=[entry], **extra
+    )
+
+
 #: The two frontend tools of the demo, as AG-UI tools, and a request that calls both.
 TOOLS = [
     {

@@ -41,7 +41,7 @@ from bridge.serve.tools.claims import (
 )
 from bridge.serve.tools.python_tools import requires_approval
 from redis_server import RedisServer
-from servers import messages_from, post, run_input, scripted_config, serve
+from servers import approving, post, run_input, scripted_config, serve
 
 SECRET = "approve-once-Qx7Vb2Kp9Lm4Nz8Rt1Wy6"
 PROMPT = "Please send_mail"
@@ -107,11 +107,7 @@ def interrupted(url: str) -> dict[str, Any]:
     """Run until the interrupt; the resume that approves it, as @ag-ui/client sends it."""
     ask = [{"id": "u1", "role": "user", "content": PROMPT}]
     first = run_input(ask, threadId=f"thread-{time.monotonic_ns()}")
-    frames = post(url, first)
-    [interrupt] = frames[-1]["outcome"]["interrupts"]
-    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
-    history = [*ask, *messages_from(frames)]
-    return run_input(history, threadId=first["threadId"], runId=first["runId"], resume=[entry])
+    return approving(first, post(url, first))
 
 
 def result_of(frames: list[dict[str, Any]]) -> str:

@@ -34,7 +34,7 @@ import httpx
 import pytest
 
 from helpers import tool_call_counts
-from node_tools import npm_install, require, require_chromium, require_node, run
+from node_tools import npm_install, require, require_chromium, require_node, run, stop
 from servers import free_port
 
 WHY = "the browser tests need Node.js 20 or newer with npm, and Chromium (`.ci/run` installs Chromium)"
@@ -186,12 +186,7 @@ def _bridge(name: str, *args: str, auth_token: str | None = None) -> Iterator[st
             _wait_until_serving(process, url, log)
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 @contextmanager

@@ -24,7 +24,7 @@ import pytest
 from bridge.cli.parser import build_parser
 from bridge.cli.settings import config_from_args
 from bridge.serve.tools.state import RunState
-from servers import messages_from, post, run_input, scripted_config, scripted_stack
+from servers import approving, post, run_input, scripted_config, scripted_stack
 
 PLAN = "Make a plan to bake a cake"
 TODOS = {"todos": [{"text": "buy milk", "done": False}, {"text": "call Bob", "done": False}]}
@@ -195,22 +195,7 @@ def test_update_state_under_approval_waits_and_its_resume_applies_it() -> None:
         ask = [{"id": "u", "role": "user", "content": "Add a to-do: water the plants"}]
         first = run_input(ask, state=TODOS)
         frames = post(made.bridge_url, first)
-        [interrupt] = frames[-1]["outcome"]["interrupts"]
-        entry = {
-            "interruptId": interrupt["id"],
-            "status": "resolved",
-            "payload": {"approved": True},
-        }
-        resumed = post(
-            made.bridge_url,
-            run_input(
-                [*ask, *messages_from(frames)],
-                threadId=first["threadId"],
-                runId=first["runId"],
-                state=TODOS,
-                resume=[entry],
-            ),
-        )
+        resumed = post(made.bridge_url, approving(first, frames, state=TODOS))
     assert "STATE_DELTA" not in kinds(frames)  # nothing applied while it waits
     assert kinds(resumed).count("STATE_DELTA") == 1 and resumed[-2]["type"] == "STATE_SNAPSHOT"
     assert followed(TODOS, resumed)["todos"][-1] == {"text": "water the plants", "done": False}

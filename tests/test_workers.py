@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
 from helpers import tool_call_counts
-from servers import messages_from, post, run_input, serve
+from servers import approving, messages_from, post, run_input, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SERVER = f"{sys.executable} {ROOT / 'examples' / 'mcp_server.py'}"
@@ -270,11 +270,7 @@ def approved_resume(url: str) -> dict[str, Any]:
     """Run until the clock's interrupt; the resume that approves it."""
     ask = [{"id": "u1", "role": "user", "content": "What time is it?"}]
     first = run_input(ask, threadId=f"thread-{time.monotonic_ns()}")
-    frames = post(f"{url}/agent", first)
-    [interrupt] = frames[-1]["outcome"]["interrupts"]
-    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
-    history = [*ask, *messages_from(frames)]
-    return run_input(history, threadId=first["threadId"], runId=first["runId"], resume=[entry])
+    return approving(first, post(f"{url}/agent", first))
 
 
 def copies_at_once(urls: list[str], body: dict[str, Any], count: int) -> list[str]:

@@ -22,7 +22,7 @@ import pytest
 
 import llama_server
 from live_tools import DETERMINISTIC, bridge, joined, llama, official, one_run, types, user
-from servers import messages_from, post, run_input
+from servers import approving, post, run_input
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_SERVER = ROOT / "examples" / "mcp_server.py"
@@ -153,20 +153,7 @@ def test_an_approval_resumed_three_times_at_once_runs_its_tool_once(
     with bridge(server, tools=[watched_weather], approve=("get_weather",)) as agent:
         ask_ = [user("What is the weather in Paris?")]
         first = run_input(ask_, forwardedProps=FORCED)
-        frames = post(agent, first)
-        [interrupt] = frames[-1]["outcome"]["interrupts"]
-        entry = {
-            "interruptId": interrupt["id"],
-            "status": "resolved",
-            "payload": {"approved": True},
-        }
-        resume = run_input(
-            [*ask_, *messages_from(frames)],
-            threadId=first["threadId"],
-            runId=first["runId"],
-            resume=[entry],
-            forwardedProps=FORCED,
-        )
+        resume = approving(first, post(agent, first), forwardedProps=FORCED)
         with ThreadPoolExecutor(3) as pool:
             answers = list(pool.map(lambda _: post(agent, resume), range(3)))
     results = [
