@@ -287,6 +287,11 @@ class BridgeConfig:
                 f"approval_store must be memory, redis://HOST:PORT/DB, valkey://HOST:PORT/DB "
                 f"or file:///FOLDER, not {shown_url(store)!r}"
             )
+        if scheme not in ("memory", "file") and not importable("redis"):
+            raise ValueError(
+                "a Redis or Valkey approval store (--approval-store) needs the redis client, "
+                "which is not installed: pip install 'agui-bridge[redis]'"
+            )
         # 16 bytes: bridge.serve.tools.approvals.MIN_SECRET_BYTES (the config cannot import serve).
         if self.secret is not None and len(self.secret.encode()) < 16:
             raise ValueError("the interrupt secret must be at least 16 bytes long")

@@ -372,3 +372,14 @@ def test_two_interrupts_for_one_call_in_one_second_are_two_approvals() -> None:
     now = datetime(2029, 1, 1, tzinfo=UTC)
     for token in (one, two, old):
         assert verify_interrupt(secret, token, **check, now=now).tool_call_id == "call_1"
+
+
+def test_a_redis_store_without_the_redis_client_stops_at_start_with_the_install_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bridge.config
+
+    monkeypatch.setattr(bridge.config, "importable", lambda module: module != "redis")
+    with pytest.raises(ValueError, match=r"pip install 'agui-bridge\[redis\]'"):
+        scripted_config("http://127.0.0.1:1", approval_store="redis://127.0.0.1:6379/0")
+    assert scripted_config("http://127.0.0.1:1", approval_store="memory").approval_store

@@ -237,7 +237,7 @@ async def resumed_results(
     claim is taken already is answered with ``ALREADY_RUN_STATEMENT``. ``ApprovalStoreError``
     when the store cannot say: nothing approved runs."""
     approved: list[ToolCall] = []
-    keys: dict[str, str] = {}
+    wanted: dict[str, tuple[str, datetime]] = {}  # call id → the claim: its key, until when
     for decision in decisions:
         call = decision.call
         name = call.function.name
@@ -258,9 +258,12 @@ async def resumed_results(
                 continue
         function = FunctionCall(name=name, arguments=arguments)
         approved.append(call.model_copy(update={"function": function}))
-        keys[call.id] = claim_key(decision.interrupt_id or call.id)
+        wanted[call.id] = (
+            claim_key(decision.interrupt_id or call.id),
+            decision.expires_at or _now(),
+        )
     if claims is not None and approved:
-        fresh = await _claimed(approved, decisions, keys, claims)
+        fresh = await _claimed(wanted, claims)
         for call in approved:
             if call.id not in fresh:
                 if observe is not None:
@@ -272,25 +275,18 @@ async def resumed_results(
             yield result
 
 
-async def _claimed(
-    approved: Sequence[ToolCall],
-    decisions: Sequence[Decision],
-    keys: dict[str, str],
-    claims: ClaimStore,
-) -> set[str]:
+async def _claimed(wanted: dict[str, tuple[str, datetime]], claims: ClaimStore) -> set[str]:
     """The ids of the approved calls whose interrupts this run claimed first. All are claimed
     before any runs: when the store fails midway, the claims made are given back (as far as
     the store still answers) and nothing runs."""
-    expiries = {decision.call.id: decision.expires_at for decision in decisions}
     fresh: list[str] = []
     try:
-        for call in approved:
-            expires_at = expiries.get(call.id) or _now()
-            if await claims.claim(keys[call.id], expires_at):
-                fresh.append(call.id)
+        for call_id, (key, expires_at) in wanted.items():
+            if await claims.claim(key, expires_at):
+                fresh.append(call_id)
     except ApprovalStoreError:
         for call_id in fresh:
             with suppress(ApprovalStoreError):
-                await claims.release(keys[call_id])
+                await claims.release(wanted[call_id][0])
         raise
     return set(fresh)

@@ -224,14 +224,11 @@ class RedisClaims:
     """Claims in Redis or Valkey, shared by every process that names the same server."""
 
     def __init__(self, url: str) -> None:
-        try:
-            from redis.asyncio import Redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError as exc:  # pragma: no cover - the message is the point
-            raise ValueError(
-                "--approval-store redis://… needs the redis extra: pip install 'agui-bridge[redis]'"
-            ) from exc
+        # The redis extra (BridgeConfig checked it is installed), imported only for this store.
+        from redis.asyncio import Redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
         scheme, _, rest = url.partition("://")
         scheme = {"valkey": "redis", "valkeys": "rediss"}.get(scheme.lower(), scheme)
         self.shown = shown_url(url)
