@@ -61,9 +61,10 @@ def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
 _ONE_FIELD = {"content": Text, "reasoning_content": Reasoning, "reasoning": Reasoning}
 
 
-def _one_text_field(chunk: dict[str, Any]) -> list[Part] | None:
-    """Most chunks of every stream: one choice whose delta is one text field, nothing else.
-    Their parts, exactly what the full reading below gives; ``None`` for any other chunk."""
+def one_text_field(chunk: dict[str, Any]) -> tuple[str, str] | None:
+    """Most chunks of every stream: one choice whose delta is one text field (``content``,
+    ``reasoning_content`` or ``reasoning``), nothing else. That field's name and text; ``None``
+    for any other chunk."""
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1 or "error" in chunk or chunk.get("usage"):
         return None
@@ -74,10 +75,19 @@ def _one_text_field(chunk: dict[str, Any]) -> list[Part] | None:
     if type(delta) is not dict or len(delta) != 1:
         return None
     ((key, value),) = delta.items()
-    make = _ONE_FIELD.get(key)
-    if make is None or type(value) is not str:
+    if key not in _ONE_FIELD or type(value) is not str:
         return None
-    return [make(value)] if value else []
+    return key, value
+
+
+def _one_text_field(chunk: dict[str, Any]) -> list[Part] | None:
+    """The parts of a chunk ``one_text_field`` reads, exactly what the full reading below
+    gives; ``None`` for any other chunk."""
+    field = one_text_field(chunk)
+    if field is None:
+        return None
+    key, value = field
+    return [_ONE_FIELD[key](value)] if value else []
 
 
 def _first_choice(choices: list[Any]) -> dict[str, Any] | None:

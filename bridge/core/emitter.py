@@ -87,6 +87,17 @@ class EventEmitter:
             self._assistant_id = self._new_id("msg")
         return self._assistant_id
 
+    @property
+    def open_text_id(self) -> str | None:
+        """The message id of the text open now: ``text`` appends one content event with it."""
+        return self._assistant_id if self._text_open else None
+
+    @property
+    def open_reasoning_id(self) -> str | None:
+        """The message id of the reasoning open now: ``reasoning`` without an upstream id
+        appends one content event with it."""
+        return self._reasoning_id
+
     # -- text ---------------------------------------------------------------------------
     def text(self, text: str, out: list[BaseEvent]) -> None:
         if not self._text_open:

@@ -15,16 +15,17 @@ class MarkerSet:
         self.markers = tuple(dict.fromkeys(markers))
         if not self.markers or not all(self.markers):
             raise ValueError("markers must be non-empty strings")
-        self._first_chars = frozenset(marker[0] for marker in self.markers)
+        #: The characters a marker begins with: text without any of them holds none.
+        self.first_chars = frozenset(marker[0] for marker in self.markers)
         self._longest = max(len(marker) for marker in self.markers)
 
     def could_start_in(self, text: str) -> bool:
         """Whether any marker (or the start of one) could be in ``text``: its first character is."""
-        return any(char in text for char in self._first_chars)
+        return any(char in text for char in self.first_chars)
 
     def find(self, text: str) -> tuple[int, str]:
         """The earliest marker in ``text`` (the longest one at a tie), or ``(-1, "")``."""
-        if not any(char in text for char in self._first_chars):
+        if not any(char in text for char in self.first_chars):
             return -1, ""
         best, found = len(text), ""
         for marker in self.markers:
@@ -38,7 +39,7 @@ class MarkerSet:
     def partial_length(self, text: str) -> int:
         """Length of the longest suffix of ``text`` that is a proper prefix of a marker."""
         for i in range(max(0, len(text) - self._longest + 1), len(text)):
-            if text[i] in self._first_chars:
+            if text[i] in self.first_chars:
                 suffix = text[i:]
                 if any(marker.startswith(suffix) for marker in self.markers):
                     return len(text) - i

@@ -109,6 +109,16 @@ class ReasoningTagFilter:
         """True while inside a reasoning section (an opening tag without its closing tag yet)."""
         return self._reasoning_markers is not None
 
+    def plain_text_stops(self) -> frozenset[str] | None:
+        """While the filter is in answer text with nothing held: the characters a tag begins
+        with. ``feed`` gives text without any of them back as one ``Text``, its state as it
+        was. ``None`` otherwise."""
+        if self._reasoning_markers is not None or self._held or not self._started:
+            return None
+        if self._strip_whitespace:
+            return None
+        return self._text_markers.first_chars
+
     def leave_implicit_reasoning(self) -> None:
         """Undo ``starts_in_reasoning`` if no content was seen yet.
 

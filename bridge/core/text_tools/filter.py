@@ -79,6 +79,14 @@ class TextToolCalls:
         self._body: Body | None = None
         self._index = TEXT_CALL_INDEX_BASE - 1
 
+    def plain_text_stops(self) -> frozenset[str] | None:
+        """While the filter is in answer text with nothing held: the characters its markers
+        begin with. ``feed`` gives text without any of them back as one ``Text``, its state as
+        it was. ``None`` otherwise."""
+        if self._body is not None or self._held or not self._started:
+            return None
+        return self._open.first_chars
+
     def feed(self, text: str) -> list[Part]:
         plain = self._body is None and not self._held and self._started
         if plain and not self._open.could_start_in(text):  # the common case: answer text
