@@ -139,22 +139,20 @@ def text_chunks(*pieces: str, finish: str = "stop") -> list[dict[str, Any]]:
     return [*(chunk(content=p) for p in pieces), chunk(finish=finish)]
 
 
-def sse_chunks_from_bytes(pieces: Iterable[bytes]) -> list[Any]:
+def sse_chunks_from_bytes(pieces: Iterable[bytes], *, max_line: int = 4 * 1024 * 1024) -> list[Any]:
     """Read an SSE body, delivered in the given byte pieces, the way the bridge reads upstreams:
-    httpx decodes the bytes, httpx-sse splits the events, ``chunk_from_sse`` reads each one."""
-    import httpx
-    from httpx_sse import EventSource
+    ``SseReader`` splits the events as bytes, ``chunk_from_data`` reads each one."""
+    from bridge.serve.upstream.sse import SseReader, chunk_from_data
 
-    from bridge.serve.upstream.sse import chunk_from_sse
-
-    response = httpx.Response(
-        200, headers={"content-type": "text/event-stream"}, content=iter(list(pieces))
-    )
+    reader = SseReader(max_line)
     chunks = []
-    for event in EventSource(response).iter_sse():
-        item = chunk_from_sse(event)
-        if item is not None:
-            chunks.append(item)
+    for piece in pieces:
+        for event, data in reader.feed(piece):
+            item = chunk_from_data(data, event)
+            if item is not None:
+                chunks.append(item)
+        if reader.failure is not None:
+            raise reader.failure
     return chunks
 
 

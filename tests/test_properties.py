@@ -4,8 +4,9 @@
   feed it holds back exactly the partial tag at the end, nothing more;
 - the whole translator shows the reasoning, text and tool calls a generated stream carries, in
   every reasoning dialect, with every text field split anywhere;
-- an SSE body read through httpx + httpx-sse + ``chunk_from_sse`` gives the same result when its
-  bytes are split anywhere, inside a UTF-8 character or between CR and LF too.
+- an SSE body read as the bridge reads it (``SseReader`` + ``chunk_from_data``) gives the same
+  result when its bytes are split anywhere, inside a UTF-8 character or between CR and LF too;
+- ``SseReader`` splits any event stream into the events httpx-sse's decoder finds, at any split.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from hypothesis import strategies as st
 from bridge import DONE, KNOWN_REASONING_TAGS, ReasoningTagFilter, TranslateOptions
 from bridge.core.parts import Reasoning, Text
 from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, TagPair
-from bridge.serve.upstream.sse import chunk_from_sse
-from helpers import Result, chunk, run, text_chunks
+from bridge.serve.upstream.sse import SseReader
+from helpers import Result, chunk, run, sse_chunks_from_bytes, text_chunks
 
 S = TypeVar("S", bound=Sequence[Any])
 Segment = tuple[str, str]
@@ -411,11 +412,7 @@ def sse_bodies(draw: st.DrawFn, chunks: list[Any]) -> bytes:
 
 def read_sse(pieces: Iterable[bytes]) -> list[Any]:
     """The chunks of a body arriving in ``pieces``, read the way the bridge reads upstream."""
-    response = httpx.Response(
-        200, headers={"content-type": "text/event-stream"}, content=iter(pieces)
-    )
-    chunks = (chunk_from_sse(event) for event in EventSource(response).iter_sse())
-    return [item for item in chunks if item is not None]
+    return sse_chunks_from_bytes(pieces)
 
 
 def byte_splits(body: bytes) -> st.SearchStrategy[list[bytes]]:
@@ -435,3 +432,38 @@ def test_sse_body_split_at_any_byte(stream: Stream, data: st.DataObject) -> None
     result = run(read_sse(pieces), stream.options)
     assert result.wire == whole.wire
     assert_shows(result, stream)
+
+
+_FIELD_LINES = st.one_of(
+    st.builds(lambda v: f"data: {v}", st.text(st.characters(blacklist_characters="\r\n"))),
+    st.builds(lambda v: f"data:{v}", st.text(st.characters(blacklist_characters="\r\n"))),
+    st.just("data"),
+    st.sampled_from(["event: error", "event:message", "event: delta", "id: 7", "retry: 100"]),
+    st.sampled_from([": keep-alive", ":", "unknown: field", "no colon at all"]),
+    st.just(""),  # an empty line: the event ends
+)
+
+
+@st.composite
+def event_streams(draw: st.DrawFn) -> bytes:
+    """Any event stream: field lines of every kind, empty lines, each ended by LF, CRLF or CR."""
+    lines = draw(st.lists(_FIELD_LINES, max_size=25))
+    ends = draw(
+        st.lists(st.sampled_from(["\n", "\r\n", "\r"]), min_size=len(lines), max_size=len(lines))
+    )
+    return "".join(line + end for line, end in zip(lines, ends, strict=True)).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=event_streams(), data=st.data())
+def test_sse_reader_finds_the_events_httpx_sse_finds(body: bytes, data: st.DataObject) -> None:
+    """The bridge's byte reader against httpx-sse's decoder over httpx's line splitting: the same
+    events with data, in the same order, however the body is cut."""
+    pieces = data.draw(byte_splits(body), label="pieces") if len(body) > 1 else [body]
+    response = httpx.Response(
+        200, headers={"content-type": "text/event-stream"}, content=iter([body])
+    )
+    expected = [(e.event, e.data) for e in EventSource(response).iter_sse() if e.data]
+    reader = SseReader(1 << 20)
+    found = [(event, raw.decode()) for piece in pieces for event, raw in reader.feed(piece)]
+    assert [(event, text) for event, text in found if text] == expected

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -31,7 +31,9 @@ from typing import Any, ClassVar, Literal
 
 import aiohttp
 import httpx
+from httpx._client import BoundAsyncStream
 from httpx_aiohttp import AiohttpTransport
+from httpx_aiohttp.transport import AiohttpResponseStream
 
 from bridge.config import UpstreamTransport
 
@@ -233,36 +235,89 @@ class _Yielding(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+class LoopTurns:
+    """When a loop that reads a body must let the event loop in (``due()`` after each piece):
+    once ``YIELD_INTERVAL`` has passed since the loop last had a turn. A callback scheduled
+    after each piece runs only if the reader was suspended meanwhile (a read that waited on the
+    network, a client's full socket): such a reader has let the others in already, and pays no
+    extra loop turn (a paced stream's every token did, before)."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._turn = time.monotonic()
+        self._waited = False
+
+    def _mark(self) -> None:
+        self._waited = True
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        due = False
+        if self._waited:
+            self._turn = now
+        elif now - self._turn >= YIELD_INTERVAL:
+            due = True  # the caller's sleep(0) runs the mark below: the next piece starts anew
+        self._waited = False
+        self._loop.call_soon(self._mark)
+        return due
+
+
 class _YieldingStream(httpx.AsyncByteStream):
     def __init__(self, stream: httpx.AsyncByteStream) -> None:
-        self._stream = stream
+        self.inner = stream
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        # Whether the loop had a turn since the last piece: a callback scheduled after each
-        # piece runs only if this task was suspended meanwhile (a read that waited on the
-        # network, a client's full socket). Such a stream has let the others in already, and
-        # pays no extra loop turn (a paced stream's every token did, before).
-        loop = asyncio.get_running_loop()
-        clock = time.monotonic
-        turn = clock()
-        waited = [False]
-
-        def mark() -> None:
-            waited[0] = True
-
-        async for piece in self._stream:
+        turns = LoopTurns()
+        async for piece in self.inner:
             yield piece
-            now = clock()
-            if waited[0]:
-                turn = now
-            elif now - turn >= YIELD_INTERVAL:
+            if turns.due():
                 await asyncio.sleep(0)
-                turn = clock()
-            waited[0] = False
-            loop.call_soon(mark)
 
     async def aclose(self) -> None:
-        await self._stream.aclose()
+        await self.inner.aclose()
+
+
+class Body:
+    """A streamed response's body, a piece at a time as it arrives (``await read()``; ``b""`` at
+    its end), decoded of its ``Content-Encoding``.
+
+    An answer from aiohttp's transport with no content coding is read
+    from aiohttp's own buffer, ``StreamReader.readany``: all that arrived, in one call. Through
+    httpx's response API it took six generator steps a token (httpx-aiohttp's, httpx's raw,
+    bytes and text iterators, this module's yielding), a third of the read path's CPU
+    (``benchmarks/README.md``, issue 34). Its exceptions are aiohttp's own, which
+    ``failure_kind`` reads as it reads httpx's. Anything else (httpx's transport, a recorded
+    exchange, a test's transport, a compressed body) is read through ``aiter_bytes``. The
+    caller lets the event loop in (``LoopTurns``): aiohttp's buffer is read without waiting
+    while it holds data.
+
+    Private names read here, of versions pinned in pyproject and checked by
+    ``tests/test_transport.py`` (a change makes it fail, not go slow): httpx's
+    ``BoundAsyncStream._stream`` (the stream ``AsyncClient.send`` wraps to time the response)
+    and httpx-aiohttp's ``AiohttpResponseStream._aiohttp_response``."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._pieces: AsyncIterator[bytes] | None = None
+        stream = response.stream
+        while isinstance(stream, BoundAsyncStream | _YieldingStream):  # httpx's, ours
+            stream = stream._stream if isinstance(stream, BoundAsyncStream) else stream.inner
+        coded = response.headers.get("content-encoding", "identity").lower() != "identity"
+        if isinstance(stream, AiohttpResponseStream) and not coded:
+            self.read: Callable[[], Awaitable[bytes]] = stream._aiohttp_response.content.readany
+        else:
+            self._pieces = response.aiter_bytes()
+            self.read = self._next
+
+    async def _next(self) -> bytes:
+        assert self._pieces is not None
+        async for piece in self._pieces:
+            if piece:
+                return piece
+        return b""
+
+    async def aclose(self) -> None:
+        if isinstance(self._pieces, AsyncGenerator):
+            await self._pieces.aclose()
 
 
 def client_class(
