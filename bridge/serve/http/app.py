@@ -26,6 +26,7 @@ from bridge.serve.http.capabilities import describe
 from bridge.serve.http.health import health
 from bridge.serve.http.runs import run
 from bridge.serve.http.scrape import scrape
+from bridge.serve.http.stream import SERVER_SEND
 
 
 def create_app(
@@ -47,7 +48,7 @@ def create_app(
         finally:
             await bridge.aclose()
 
-    middleware = []
+    middleware: list[Middleware] = []
     if config.cors_origins:
         middleware.append(
             Middleware(
@@ -64,9 +65,25 @@ def create_app(
     ]
     if config.metrics:
         routes.append(Route("/metrics", partial(scrape, bridge), methods=["GET"]))
-    app = Starlette(middleware=middleware, routes=routes, lifespan=lifespan)
+    app = BridgeApp(middleware=middleware, routes=routes, lifespan=lifespan)
     app.state.bridge = bridge
     return app
+
+
+class BridgeApp(Starlette):
+    """Starlette, keeping the server's own ``send`` in each request's scope (``SERVER_SEND``)
+    for a run's frames while the app's middleware is the bridge's own: Starlette's error and
+    exception middleware and its CORS look only at a response's head. Middleware added later
+    (``app.add_middleware``) may read the body too: then the frames go through it."""
+
+    def __init__(self, *, middleware: Sequence[Middleware], **kwargs: Any) -> None:
+        super().__init__(middleware=middleware, **kwargs)
+        self._own_middleware = len(middleware)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and len(self.user_middleware) == self._own_middleware:
+            scope[SERVER_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 def mount(path: str, app: Starlette) -> list[BaseRoute]:

@@ -18,6 +18,9 @@ from starlette.types import Receive, Scope, Send
 
 from bridge.serve.upstream.burst import READ_BURST
 
+#: Where the app keeps the server's own ``send`` in a request's scope (``app.BridgeApp``).
+SERVER_SEND = "agui_bridge.server_send"
+
 #: The most a burst holds back before writing anyway.
 _BURST_LIMIT = 64 * 1024
 
@@ -89,7 +92,10 @@ class EventStreamResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await self._respond(receive, send)
+            # The head through the app's middleware (CORS adds its headers there), the frames
+            # with the server's own send when the app kept it: every wrapper on the way looks
+            # at the head only, and each cost a coroutine step per frame.
+            await self._respond(receive, send, scope.get(SERVER_SEND, send))
         finally:
             await self._frames.aclose()
             if self._on_close is not None:
@@ -100,8 +106,8 @@ class EventStreamResponse(Response):
         """Whether ``stop`` ended the stream (its ``stop_frame`` in place of the run's end)."""
         return self._producing.cancel_called
 
-    async def _respond(self, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+    async def _respond(self, receive: Receive, head: Send, send: Send) -> None:
+        await head({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         gone = False
         try:
             async with anyio.create_task_group() as tasks:
