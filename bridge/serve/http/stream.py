@@ -9,6 +9,7 @@ a task switch and a cancel scope per frame: most of the bridge's time, by the pr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
@@ -85,7 +86,8 @@ class EventStreamResponse(Response):
         self._stop = stop
         self._stop_frame = stop_frame
         self._on_close = on_close
-        self._producing = anyio.CancelScope()
+        self._pump_task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._quiet = True  # nothing written since the keep-alive timer last looked
         self.bytes_sent = 0  # the frames' bytes (keep-alive comments aside)
         self.client_gone = False
@@ -104,11 +106,12 @@ class EventStreamResponse(Response):
     @property
     def stopped(self) -> bool:
         """Whether ``stop`` ended the stream (its ``stop_frame`` in place of the run's end)."""
-        return self._producing.cancel_called
+        return self._stopped
 
     async def _respond(self, receive: Receive, head: Send, send: Send) -> None:
         await head({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         gone = False
+        failure: Exception | None = None
         try:
             async with anyio.create_task_group() as tasks:
                 watch = tasks.cancel_scope
@@ -119,34 +122,55 @@ class EventStreamResponse(Response):
                         pass
                     gone = self.client_gone = True
                     watch.cancel()
+                    self._end_pump()
+
+                async def pump() -> None:
+                    nonlocal failure
+                    self._pump_task = asyncio.current_task()
+                    try:
+                        if not self._stopped:
+                            await self._pump(send)
+                    except Exception as exc:  # raised below, by the request's own task
+                        failure = exc
+                    watch.cancel()  # the keep-alive and disconnect watchers: nothing more to write
 
                 tasks.start_soon(watch_disconnect)
                 if self._stop is not None:
                     tasks.start_soon(self._stop_producing, self._stop)
                 tasks.start_soon(self._keep_alive, send)
-                burst = FrameBurst(send)
-                token = READ_BURST.set(burst)
-                try:
-                    with self._producing:
-                        async with aclosing(self._frames) as frames:
-                            # One task reads and writes: frames are handed to the server as they
-                            # come (one send per upstream read), and the server's send waits
-                            # while the client's socket is full.
-                            async for frame in frames:
-                                self._quiet = False
-                                data = frame.encode()
-                                self.bytes_sent += len(data)
-                                await burst.write(data)
-                    await burst.end()
-                finally:
-                    READ_BURST.reset(token)
-                watch.cancel()  # the keep-alive and disconnect watchers: nothing more to write
+                # A task of its own, not the request's: the request's task waits under the
+                # server's and the app's layers (uvicorn's, Starlette's middleware and routing,
+                # a dozen coroutines), which every token's read would resume and suspend again.
+                tasks.start_soon(pump)
+            if failure is not None:
+                raise failure
             if not gone:
-                last = self._stop_frame.encode() if self._producing.cancel_called else b""
+                last = self._stop_frame.encode() if self._stopped else b""
                 self.bytes_sent += len(last)
                 await send({"type": "http.response.body", "body": last, "more_body": False})
         except OSError:  # the client went away while we were writing: nothing left to tell it
             self.client_gone = True
+
+    def _end_pump(self) -> None:
+        """Cancel the pump's task itself, not only its scope. anyio cancels a task only when it
+        finds it waiting on a future not yet done: an upstream that always has more data (read
+        by ``readany``, whose every wait the network ends before anyio looks) would keep it
+        reading for nobody."""
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+
+    async def _pump(self, send: Send) -> None:
+        """One task reads and writes: frames are handed to the server as they come (one send per
+        upstream read), and the server's send waits while the client's socket is full."""
+        burst = FrameBurst(send)
+        READ_BURST.set(burst)  # the task's own context
+        async with aclosing(self._frames) as frames:
+            async for frame in frames:
+                self._quiet = False
+                data = frame.encode()
+                self.bytes_sent += len(data)
+                await burst.write(data)
+        await burst.end()
 
     async def _keep_alive(self, send: Send) -> None:
         """A keep-alive comment after each interval in which nothing was written."""
@@ -158,4 +182,5 @@ class EventStreamResponse(Response):
 
     async def _stop_producing(self, stop: anyio.Event) -> None:
         await stop.wait()
-        self._producing.cancel()
+        self._stopped = True
+        self._end_pump()
