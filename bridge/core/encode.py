@@ -24,13 +24,20 @@ _ENCODER = EventEncoder()
 _PLAIN = {"type", "message_id", "delta", "tool_call_id"}
 
 
+_TEXT_KINDS = {
+    TextMessageContentEvent: "TEXT_MESSAGE_CONTENT",
+    ReasoningMessageContentEvent: "REASONING_MESSAGE_CONTENT",
+}
+
+
 def encode_event(event: BaseEvent) -> str:
     """One ``data: {json}\\n\\n`` frame (LF only, camelCase, no nulls)."""
     kind = type(event)
-    if kind is TextMessageContentEvent or kind is ReasoningMessageContentEvent:
+    name = _TEXT_KINDS.get(kind)
+    if name is not None:
         if _plain(event):
             return (
-                f'data: {{"type":"{event.type.value}","messageId":'
+                f'data: {{"type":"{name}","messageId":'
                 f"{encode_basestring(event.message_id)},"  # type: ignore[attr-defined]
                 f'"delta":{encode_basestring(event.delta)}}}\n\n'  # type: ignore[attr-defined]
             )
@@ -45,7 +52,8 @@ def encode_event(event: BaseEvent) -> str:
 
 def _plain(event: BaseEvent) -> bool:
     # Only the fields we set ourselves: no timestamp, raw event, metadata, subagent or extras.
-    return event.model_fields_set <= _PLAIN and not event.model_extra
+    # (pydantic's own attributes: its properties model_fields_set and model_extra read them.)
+    return event.__pydantic_fields_set__ <= _PLAIN and not event.__pydantic_extra__
 
 
 # A lone UTF-16 surrogate: JSON can escape one ("\\ud800"), UTF-8 cannot encode it (json.loads

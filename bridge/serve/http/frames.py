@@ -35,7 +35,7 @@ the two the 0.0 dialect omits are the ones that say something only a 1.0 client 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from ag_ui.core import (
@@ -125,7 +125,9 @@ class FrameWriter:
         #: The model's texts being written, each redacted across its deltas: (event type, id).
         self._texts: dict[tuple[type[BaseEvent], str], StreamRedactor[str]] = {}
 
-    def frames(self, events: Iterable[BaseEvent]) -> str:
+    def frames(self, events: Sequence[BaseEvent]) -> str:
+        if len(events) == 1:  # most batches: one token's event
+            return self.frame(events[0])
         return "".join([self.frame(event) for event in events])
 
     def frame(self, event: BaseEvent) -> str:

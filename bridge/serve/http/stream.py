@@ -46,7 +46,8 @@ class FrameBurst:
 
     async def end(self) -> None:
         self.reading = False
-        await self.flush()
+        if self._pending:
+            await self.flush()
 
     async def flush(self) -> None:
         if self._pending:
