@@ -203,11 +203,14 @@ class Bridge:
 
     def event_stream(
         self,
-        frames: AsyncGenerator[str, None],
+        frames: AsyncGenerator[Any, None],
         ended: Callable[[EventStreamResponse], None] | None = None,
+        *,
+        encode: Callable[[Any], str] | None = None,
     ) -> EventStreamResponse:
         """A run's SSE response, counted among the active runs until it ends (``ended`` is
-        told then); the shutdown's RUN_ERROR ends it once the grace is over."""
+        told then); the shutdown's RUN_ERROR ends it once the grace is over. ``frames``: the
+        frames, or what ``encode`` makes them of."""
         self.active_runs += 1
 
         def closed(response: EventStreamResponse) -> None:
@@ -217,6 +220,7 @@ class Bridge:
 
         return EventStreamResponse(
             frames,
+            encode=encode,
             keepalive_interval=self.config.keepalive_interval,
             stop=self._stop_runs,
             stop_frame=_SHUTDOWN_FRAME,

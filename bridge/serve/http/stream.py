@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from typing import Any
 
 import anyio
 from starlette.responses import Response
@@ -67,8 +68,9 @@ class EventStreamResponse(Response):
 
     def __init__(
         self,
-        frames: AsyncGenerator[str, None],
+        frames: AsyncGenerator[Any, None],
         *,
+        encode: Callable[[Any], str] | None = None,
         keepalive_interval: float,
         stop: anyio.Event | None = None,
         stop_frame: str = "",
@@ -83,6 +85,7 @@ class EventStreamResponse(Response):
         self.background = None
         self.init_headers(SSE_HEADERS)
         self._frames = frames
+        self._encode = encode
         self._keepalive = keepalive_interval
         self._stop = stop
         self._stop_frame = stop_frame
@@ -165,10 +168,11 @@ class EventStreamResponse(Response):
         upstream read), and the server's send waits while the client's socket is full."""
         burst = FrameBurst(send)
         READ_BURST.set(burst)  # the task's own context
+        encode = self._encode
         async with aclosing(self._frames) as frames:
-            async for frame in frames:
+            async for item in frames:
                 self._quiet = False
-                data = frame.encode()
+                data = (item if encode is None else encode(item)).encode()
                 self.bytes_sent += len(data)
                 await burst.write(data)
         await burst.end()

@@ -113,12 +113,14 @@ class UpstreamClient:
             charset = _charset(response)
             reader = SseReader(self._config.max_line_bytes)
             burst = READ_BURST.get()
-            turns = LoopTurns()
+            turns, clock = LoopTurns(), time.monotonic
             async with aclosing(Body(response)) as piece_of:
                 while True:
                     if burst is not None:
                         await burst.end()  # before waiting on the network
+                    before = clock()
                     piece = await piece_of.read()
+                    after = clock()
                     if not piece:
                         break
                     if burst is not None:
@@ -131,7 +133,7 @@ class UpstreamClient:
                             yield item
                     if reader.failure is not None:
                         raise reader.failure
-                    if turns.due():
+                    if turns.due(before, after):
                         await asyncio.sleep(0)
         except TRANSPORT_ERRORS as exc:
             raise self._failures.translate(exc) from exc

@@ -235,31 +235,28 @@ class _Yielding(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+#: A read that took this long waited on the network: the event loop ran others meanwhile.
+_WAITED = 0.000_25
+
+
 class LoopTurns:
-    """When a loop that reads a body must let the event loop in (``due()`` after each piece):
-    once ``YIELD_INTERVAL`` has passed since the loop last had a turn. A callback scheduled
-    after each piece runs only if the reader was suspended meanwhile (a read that waited on the
-    network, a client's full socket): such a reader has let the others in already, and pays no
-    extra loop turn (a paced stream's every token did, before)."""
+    """When a loop that reads a body must let the event loop in (``due(before, after)`` after
+    each piece, with the clock before and after its read): once ``YIELD_INTERVAL`` has passed
+    since the loop last had a turn. A read that waited on the network gave it one, so a paced
+    stream pays no extra turn per token; a read of data already buffered returns at once, and
+    a reader that only ever finds data waiting yields every ``YIELD_INTERVAL``."""
 
     def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
         self._turn = time.monotonic()
-        self._waited = False
 
-    def _mark(self) -> None:
-        self._waited = True
-
-    def due(self) -> bool:
-        now = time.monotonic()
-        due = False
-        if self._waited:
-            self._turn = now
-        elif now - self._turn >= YIELD_INTERVAL:
-            due = True  # the caller's sleep(0) runs the mark below: the next piece starts anew
-        self._waited = False
-        self._loop.call_soon(self._mark)
-        return due
+    def due(self, before: float, after: float) -> bool:
+        if after - before >= _WAITED:
+            self._turn = after
+            return False
+        if after - self._turn >= YIELD_INTERVAL:
+            self._turn = after  # the caller's sleep(0) follows
+            return True
+        return False
 
 
 class _YieldingStream(httpx.AsyncByteStream):
@@ -268,9 +265,17 @@ class _YieldingStream(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         turns = LoopTurns()
-        async for piece in self.inner:
+        clock = time.monotonic
+        pieces = aiter(self.inner)
+        while True:
+            before = clock()
+            try:
+                piece = await anext(pieces)
+            except StopAsyncIteration:
+                return
+            after = clock()
             yield piece
-            if turns.due():
+            if turns.due(before, after):
                 await asyncio.sleep(0)
 
     async def aclose(self) -> None:
