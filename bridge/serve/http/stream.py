@@ -52,7 +52,8 @@ class FrameBurst:
 
     async def flush(self) -> None:
         if self._pending:
-            body = b"".join(self._pending)
+            pending = self._pending
+            body = pending[0] if len(pending) == 1 else b"".join(pending)
             self._pending.clear()
             self._size = 0
             await self._send({"type": "http.response.body", "body": body, "more_body": True})
@@ -115,10 +116,15 @@ class EventStreamResponse(Response):
     async def _respond(self, receive: Receive, head: Send, send: Send) -> None:
         await head({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         gone = False
-        failure: Exception | None = None
+        # A task of its own, not the request's: the request's task waits under the server's and
+        # the app's layers (uvicorn's, Starlette's middleware and routing, a dozen coroutines),
+        # which every token's read would resume and suspend again. An asyncio task, not one of
+        # the watchers' task group: anyio's wraps it in two more.
+        pump = self._pump_task = asyncio.create_task(self._pump(send))
         try:
             async with anyio.create_task_group() as tasks:
                 watch = tasks.cancel_scope
+                pump.add_done_callback(lambda _: watch.cancel())  # nothing more to watch for
 
                 async def watch_disconnect() -> None:
                     nonlocal gone
@@ -128,24 +134,16 @@ class EventStreamResponse(Response):
                     watch.cancel()
                     self._end_pump()
 
-                async def pump() -> None:
-                    nonlocal failure
-                    self._pump_task = asyncio.current_task()
-                    try:
-                        if not self._stopped:
-                            await self._pump(send)
-                    except Exception as exc:  # raised below, by the request's own task
-                        failure = exc
-                    watch.cancel()  # the keep-alive and disconnect watchers: nothing more to write
-
                 tasks.start_soon(watch_disconnect)
                 if self._stop is not None:
                     tasks.start_soon(self._stop_producing, self._stop)
                 tasks.start_soon(self._keep_alive, send)
-                # A task of its own, not the request's: the request's task waits under the
-                # server's and the app's layers (uvicorn's, Starlette's middleware and routing,
-                # a dozen coroutines), which every token's read would resume and suspend again.
-                tasks.start_soon(pump)
+        finally:
+            if not pump.done():  # the request's task cancelled: the pump goes with it
+                pump.cancel()
+            await asyncio.wait([pump])  # the frames' generator is the pump's until it ends
+            failure = None if pump.cancelled() else pump.exception()
+        try:
             if failure is not None:
                 raise failure
             if not gone:

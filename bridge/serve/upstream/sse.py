@@ -107,11 +107,12 @@ def chunk_from_data(
     send one) carries its error bare; it becomes a ``{"error": …}`` chunk. The Responses API's
     ``event: error`` frames are typed events of their own (``{"type": "error", …}``): pass
     ``False`` for them."""
-    stripped = data.strip()
-    if not stripped:
-        return None
-    if stripped == _DONE:
-        return DONE
+    if data[:1] != b"{":  # not the usual object: empty, [DONE], or whatever it is
+        stripped = data.strip()
+        if not stripped:
+            return None
+        if stripped == _DONE:
+            return DONE
     lone_surrogates = b"\\ud" in data or b"\\uD" in data
     try:
         # orjson: about 2.5 times json's speed on a chunk (benchmarks/translate.py). It refuses
