@@ -7,10 +7,12 @@ write per frame); ``{"rate": r, "tokens": n}`` streams n content chunks at r per
 carrying its send time (``time.time_ns()``) as ``ts<19 digits>`` in its text.
 
 ``proxy``: a pass-through that forwards the request to the upstream with httpx and streams its
-bytes back unparsed (the baseline). ``bridge``: ``bridge.serve.http.app.create_app`` pointed at the
-upstream (``profiled_bridge``: the same under cProfile, for profile_bridge.py). All read the
-upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers`` starts fresh interpreters,
-so a factory's arguments can only come from the environment.
+bytes back unparsed (the baseline). ``relay``: the least a Python relay on this stack does per
+token, for reference: aiohttp's buffer read (``readany``) handed to the server's ``send`` as
+raw ASGI, nothing parsed, no framework. ``bridge``: ``bridge.serve.http.app.create_app``
+pointed at the upstream (``profiled_bridge``: the same under cProfile, for profile_bridge.py).
+All read the upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers`` starts fresh
+interpreters, so a factory's arguments can only come from the environment.
 
 ``otlp_sink``: an OTLP/HTTP trace receiver that counts what it is sent (``POST /v1/traces``,
 answered 200 with an empty body; ``GET /count``), for observability.py's traced bridge.
@@ -38,7 +40,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from translate import Stream, _chunk, _to_sse, _tokens, build_stream
 
 from bridge import DONE
@@ -220,6 +222,38 @@ def proxy() -> Starlette:
         routes=[Route("/", forward, methods=["POST"]), Route("/health", health)],
         lifespan=lifespan,
     )
+
+
+def relay() -> ASGIApp:
+    """``POST /``: the upstream's answer relayed as it arrives: aiohttp's buffer to the server's
+    ``send``, nothing parsed, no framework (the floor the bridge's read and write paths sit on)."""
+    import aiohttp
+
+    target = f"{os.environ[UPSTREAM_URL_ENV]}/v1/chat/completions"
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            for session in sessions:
+                await session.close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/health":
+            await _respond(send, 200, b"{}")
+            return
+        body = await _read_body(receive)
+        if not sessions:
+            sessions.append(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
+        headers = {"content-type": "application/json"}
+        async with sessions[0].post(target, data=body, headers=headers) as response:
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            while piece := await response.content.readany():
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
 
 
 def bridge() -> Starlette:
