@@ -82,7 +82,7 @@ PATHS = (
     "direct",
     "relay",
 )
-DEFAULT_PATHS = ("bridge", "bridge-httpx", "bridge-key", "proxy", "direct")
+DEFAULT_PATHS = ("bridge", "bridge-httpx", "bridge-key", "proxy", "relay", "direct")
 
 
 def _spec(path: str, env: dict[str, str]) -> Spec:

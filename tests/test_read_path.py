@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,6 +25,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agui_rules import check_frames, parse_body
 from bridge.cli.demo import create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
@@ -69,7 +71,8 @@ async def _read(url: str, transport: str) -> tuple[bool, bytes]:
         response = await client.send(request, stream=True)
         try:
             body = Body(response)
-            direct = getattr(body.read, "__name__", "") == "readany"
+            read = getattr(body.read, "func", None)  # functools.partial(StreamReader.read, …)
+            direct = getattr(read, "__self__", None).__class__.__name__ == "StreamReader"
             pieces = []
             while piece := await body.read():
                 pieces.append(piece)
@@ -143,3 +146,16 @@ def test_middleware_an_app_adds_sees_the_runs_frames() -> None:
             seen = b"".join(_CountBodies.last.bodies).decode()
     assert frames[-1]["type"] == "RUN_FINISHED"
     assert seen.count("data: ") == len(frames)
+
+
+def test_a_runs_head_still_goes_through_the_bridges_cors() -> None:
+    """The frames skip the app's own middleware; the head does not: CORS still answers."""
+    with serve(create_scripted_upstream()) as upstream_url:
+        app = create_app(scripted_config(upstream_url, cors_origins=("https://app.example",)))
+        with serve(app) as url:
+            response = httpx.post(
+                url, json=run_input(), headers={"Origin": "https://app.example"}, timeout=30
+            )
+    assert response.headers["access-control-allow-origin"] == "https://app.example"
+    frames = check_frames(parse_body(response.text))
+    assert frames[-1]["type"] == "RUN_FINISHED"

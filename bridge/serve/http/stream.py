@@ -156,7 +156,7 @@ class EventStreamResponse(Response):
     def _end_pump(self) -> None:
         """Cancel the pump's task itself, not only its scope. anyio cancels a task only when it
         finds it waiting on a future not yet done: an upstream that always has more data (read
-        by ``readany``, whose every wait the network ends before anyio looks) would keep it
+        from aiohttp's buffer, whose every wait the network ends before anyio looks) would keep it
         reading for nobody."""
         if self._pump_task is not None:
             self._pump_task.cancel()

@@ -3,10 +3,12 @@
 Why: under real load every token is one network read from the upstream, and reading one small
 SSE frame costs about three times as much CPU through httpx's own transport (httpcore, h11 and
 anyio, with a cancel scope per read) as through aiohttp's (benchmarks/concurrency.py; the openai
-SDK offers the same swap for the same reason). The bridge keeps httpx's API, httpx-sse and its
-own error classification; ``--upstream-transport httpx`` goes back to httpx's transport.
+SDK offers the same swap for the same reason). The bridge keeps httpx's API for requests and its
+own error classification, and reads a streamed body from aiohttp's buffer (``Body``);
+``--upstream-transport httpx`` goes back to httpx's transport.
 
-What this module adds to ``httpx-aiohttp``: aiohttp's connection cap lifted as httpx's
+What this module adds to ``httpx-aiohttp``: a streamed body read as it arrives, the event loop
+let in while it reads (``Body``, ``LoopTurns``); aiohttp's connection cap lifted as httpx's
 ``max_connections=None`` asks (aiohttp's default caps at 100 connections, which would queue the
 101st stream), the same transport for proxies from the environment, and ``failure_kind``, which
 reads what failed from the transport's own exception (httpx-aiohttp maps some aiohttp errors to
@@ -26,6 +28,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from types import SimpleNamespace
 from typing import Any, ClassVar, Literal
 
@@ -282,12 +285,17 @@ class _YieldingStream(httpx.AsyncByteStream):
         await self.inner.aclose()
 
 
+#: The most one read of a body takes from aiohttp's buffer: as httpx-aiohttp's iterator takes.
+PIECE = 16 * 1024
+
+
 class Body:
     """A streamed response's body, a piece at a time as it arrives (``await read()``; ``b""`` at
     its end), decoded of its ``Content-Encoding``.
 
     An answer from aiohttp's transport with no content coding is read
-    from aiohttp's own buffer, ``StreamReader.readany``: all that arrived, in one call. Through
+    from aiohttp's own buffer, ``StreamReader.read(PIECE)``: what arrived, in one call, up to
+    ``PIECE`` bytes (a bigger piece would hold the event loop longer between yields). Through
     httpx's response API it took six generator steps a token (httpx-aiohttp's, httpx's raw,
     bytes and text iterators, this module's yielding), a third of the read path's CPU
     (``benchmarks/README.md``, issue 34). Its exceptions are aiohttp's own, which
@@ -308,7 +316,8 @@ class Body:
             stream = stream._stream if isinstance(stream, BoundAsyncStream) else stream.inner
         coded = response.headers.get("content-encoding", "identity").lower() != "identity"
         if isinstance(stream, AiohttpResponseStream) and not coded:
-            self.read: Callable[[], Awaitable[bytes]] = stream._aiohttp_response.content.readany
+            content = stream._aiohttp_response.content
+            self.read: Callable[[], Awaitable[bytes]] = partial(content.read, PIECE)
         else:
             self._pieces = response.aiter_bytes()
             self.read = self._next
