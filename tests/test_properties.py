@@ -435,8 +435,14 @@ def test_sse_body_split_at_any_byte(stream: Stream, data: st.DataObject) -> None
 
 
 _FIELD_LINES = st.one_of(
-    st.builds(lambda v: f"data: {v}", st.text(st.characters(blacklist_characters="\r\n"))),
-    st.builds(lambda v: f"data:{v}", st.text(st.characters(blacklist_characters="\r\n"))),
+    st.builds(
+        lambda v: f"data: {v}",
+        st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",))),
+    ),
+    st.builds(
+        lambda v: f"data:{v}",
+        st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",))),
+    ),
     st.just("data"),
     st.sampled_from(["event: error", "event:message", "event: delta", "id: 7", "retry: 100"]),
     st.sampled_from([": keep-alive", ":", "unknown: field", "no colon at all"]),
