@@ -44,7 +44,7 @@ CHUNKS = 20_000
 TOP = 25
 # The pure core: no I/O, what translate.py measures; everything else is HTTP and async plumbing.
 CORE = (
-    ("bridge/serve/upstream/sse.py", "chunk_from_sse"),
+    ("bridge/serve/upstream/sse.py", "chunk_from_data"),
     ("bridge/core/translate.py", "feed"),
     ("bridge/core/encode.py", "encode_event"),
 )

@@ -46,11 +46,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 from ag_ui.encoder import EventEncoder
-from httpx_sse import ServerSentEvent
 
 from bridge import DONE, ChatStreamTranslator, TranslateOptions
 from bridge.core.encode import encode_event
-from bridge.serve.upstream.sse import chunk_from_sse
+from bridge.serve.upstream.sse import SseReader, chunk_from_data
 
 FULL_CHUNKS = 20_000
 FULL_REPEAT = 5
@@ -251,16 +250,12 @@ def _to_sse(chunks: Sequence[Chunk]) -> bytes:
 
 
 def parse_sse(body: bytes) -> Iterator[Chunk]:
-    """Chunks from SSE bytes: the ``data:`` lines, JSON-decoded (``[DONE]`` kept as text).
-
-    The body is decoded to text first, as httpx does before httpx-sse sees a line; each data
-    line is read by the bridge's own ``chunk_from_sse`` (orjson, surrogate and error handling).
-    """
-    for line in body.decode().split("\n"):
-        if line.startswith("data: "):
-            chunk = chunk_from_sse(ServerSentEvent(data=line[6:]))
-            if chunk is not None:
-                yield chunk
+    """Chunks from SSE bytes as the bridge reads an upstream: ``SseReader`` splits the events,
+    ``chunk_from_data`` reads each (orjson, surrogate and error handling; ``[DONE]`` as text)."""
+    for event, data in SseReader(len(body) + 1).feed(body):
+        chunk = chunk_from_data(data, event)
+        if chunk is not None:
+            yield chunk
 
 
 # -- the measured work -----------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -64,6 +65,19 @@ def run(
     if done.returncode != 0:
         pytest.fail(f"{what} exited with {done.returncode}:\n{done.stdout}", pytrace=False)
     return done.stdout
+
+
+def check_tap(output: str, what: str, passes: int | None = None) -> None:
+    """The TAP summary of ``node --test``, not only its exit code (a file that defines no test
+    exits 0 too): nothing failed, cancelled or skipped, and ``passes`` tests passed (at least one
+    when ``None``)."""
+    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
+        if not re.search(rf"^{line}$", output, re.MULTILINE):
+            pytest.fail(f"{what} did not report {line!r}:\n{output}", pytrace=False)
+    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
+    count = int(passed.group(1)) if passed else 0
+    if count < 1 or (passes is not None and count != passes):
+        pytest.fail(f"{what} passed {count} tests, not {passes or 'any'}:\n{output}", pytrace=False)
 
 
 def require_node(why: str) -> str:

@@ -29,12 +29,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from typing import Any
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo.tools import send_email
@@ -53,7 +51,7 @@ from copilotkit_example import (
     roles,
 )
 from helpers import tool_call_counts
-from node_tools import require, require_node, run
+from node_tools import check_tap, require, require_node, run
 from servers import ASK_TOOLS, free_port, scripted_stack
 
 SCREENSHOT = ROOT / "docs" / "copilotkit.png"
@@ -157,14 +155,8 @@ def test_copilotkit_example_in_chromium() -> None:
         requests = list(stack.upstream_requests)
         metrics = httpx.get(f"{stack.bridge_url}/metrics", timeout=10).text
 
-    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
-        if not re.search(rf"^{line}$", output, re.MULTILINE):
-            pytest.fail(f"the CopilotKit test did not report {line!r}:\n{output}", pytrace=False)
-    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
     cases = len(MODELS) + len(MIXED_MODELS) + len(INTERLEAVED_MODELS) + 2 * len(APPROVAL_MODELS)
-    cases = cases * len(WIRINGS) + DOUBLE_CLICKED
-    if not passed or int(passed.group(1)) != cases:
-        pytest.fail(f"the CopilotKit test did not pass every case:\n{output}", pytrace=False)
+    check_tap(output, "the CopilotKit test", cases * len(WIRINGS) + DOUBLE_CLICKED)
 
     for request in requests:
         offered = sorted(tool["function"]["name"] for tool in request["tools"])
@@ -236,12 +228,7 @@ def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
         requests = list(stack.upstream_requests)
         metrics = httpx.get(f"{stack.bridge_url}/metrics", timeout=10).text
 
-    for line in ("# fail 0", "# cancelled 0", "# skipped 0"):
-        if not re.search(rf"^{line}$", output, re.MULTILINE):
-            pytest.fail(f"the MCP App test did not report {line!r}:\n{output}", pytrace=False)
-    passed = re.search(r"^# pass (\d+)$", output, re.MULTILINE)
-    if not passed or int(passed.group(1)) != len(MCP_APP_MODELS) * len(WIRINGS):
-        pytest.fail(f"the MCP App test did not pass every case:\n{output}", pytrace=False)
+    check_tap(output, "the MCP App test", len(MCP_APP_MODELS) * len(WIRINGS))
 
     for request in requests:
         offered = sorted(tool["function"]["name"] for tool in request["tools"])

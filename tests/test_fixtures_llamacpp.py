@@ -3,7 +3,7 @@
 The expected split of every streamed exchange is read from the fixtures' own README table (the
 server's split); the ``none_*`` exchanges (tags left in content) must give what the server's
 ``deepseek`` parser gave for the same request. Every stream is also re-read from its bytes cut
-into pieces of 1 (every boundary), 2, 3, 7 and 64 bytes through httpx + httpx-sse.
+into pieces of 1 (every boundary), 2, 3, 7 and 64 bytes, as the bridge reads an upstream.
 """
 
 from __future__ import annotations

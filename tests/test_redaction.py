@@ -28,7 +28,7 @@ from bridge.serve.redact import (
     redact_new_loggers,
     shown_target,
 )
-from bridge.serve.upstream.sse import chunk_from_sse
+from bridge.serve.upstream.sse import chunk_from_data
 from servers import run_input, serve
 
 KEY = "sk-probe/SECRET+1234567890abcdef"
@@ -203,12 +203,12 @@ def test_responses_error_event_is_the_upstreams_own_error(upstream: str) -> None
 
 
 def test_sse_error_events_per_api() -> None:
-    from httpx_sse import ServerSentEvent
-
-    bare = ServerSentEvent(event="error", data=json.dumps({"message": "overloaded"}))
-    assert chunk_from_sse(bare) == {"error": {"message": "overloaded"}}  # Chat Completions
-    typed = ServerSentEvent(event="error", data=json.dumps(RESPONSES_ERROR))
-    assert chunk_from_sse(typed, wrap_error_events=False) == RESPONSES_ERROR
+    bare = json.dumps({"message": "overloaded"}).encode()
+    assert chunk_from_data(bare, "error") == {
+        "error": {"message": "overloaded"}
+    }  # Chat Completions
+    typed = json.dumps(RESPONSES_ERROR).encode()
+    assert chunk_from_data(typed, "error", wrap_error_events=False) == RESPONSES_ERROR
 
 
 # -- the redactor itself ------------------------------------------------------------------------

@@ -17,13 +17,12 @@
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
-import { answered, env, openPage as openAppPage, RUN_TIMEOUT, send } from "./copilotkit_page.mjs";
+import { answered, desktopBrowser, env, openPage as openAppPage, RUN_TIMEOUT, send } from "./copilotkit_page.mjs";
 
 const openPage = (wiring, model) =>
-  openAppPage(context, APP_URL, wiring, model, new Set([SANDBOX_WARNING]));
+  openAppPage(chromium.context, APP_URL, wiring, model, new Set([SANDBOX_WARNING]));
 
 const APP_URL = env("APP_URL");
 const MODELS = env("MCP_APP_MODELS").split(",").filter(Boolean);
@@ -32,7 +31,6 @@ const WIRINGS = ["runtime", "direct"];
 /** The case whose page is photographed with the widget (docs/copilotkit-mcp-app.png). */
 const SCREENSHOT_CASE = { wiring: "runtime", model: MODELS[0] };
 
-const DESKTOP = { width: 1100, height: 900 };
 /** The scripted model calls a tool whose name the user's text holds; it fills `start` with 1. */
 const PROMPT = "Show me the app__counter, please.";
 const COUNTER_TEXT = "The counter shows 1. Click +1 in the widget to add one.";
@@ -42,17 +40,7 @@ const SANDBOX_WARNING =
 
 const thanks = (wiring) => `Thanks, that is all from ${wiring}`;
 
-let browser;
-let context;
-
-before(async () => {
-  browser = await launchChromium();
-  context = await browser.newContext({ viewport: DESKTOP });
-});
-
-after(async () => {
-  await browser?.close();
-});
+const chromium = desktopBrowser();
 
 /** The widget's document: CopilotKit's sandbox iframe holds the MCP App's own iframe. */
 const widget = (page) => page.frameLocator("[data-testid=mcp-app-iframe]").frameLocator("iframe");

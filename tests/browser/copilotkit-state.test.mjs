@@ -16,17 +16,15 @@
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
-import { answered, env, openPage, send } from "./copilotkit_page.mjs";
+import { answered, desktopBrowser, env, openPage, send } from "./copilotkit_page.mjs";
 
 const APP_URL = env("APP_URL");
 const MODEL = env("MODEL");
 const WIRINGS = env("WIRINGS").split(",").filter(Boolean);
 const ARTIFACTS_DIR = env("ARTIFACTS_DIR");
 
-const DESKTOP = { width: 1100, height: 900 };
 const ADD_PROMPT = "Add a to-do: water the plants";
 const DONE_PROMPT = "Mark water the plants done";
 /** What the scripted model answers once its update_state call ran. */
@@ -37,17 +35,7 @@ const DOCUMENT = DOCUMENT_PROMPT;
 /** What the scripted model answers once the page ran write_document. */
 const TOOLS_ANSWERED = "Here is what the tools returned";
 
-let browser;
-let context;
-
-before(async () => {
-  browser = await launchChromium();
-  context = await browser.newContext({ viewport: DESKTOP });
-});
-
-after(async () => {
-  await browser?.close();
-});
+const chromium = desktopBrowser();
 
 /**
  * Records, in the page, what the state panels show after every change of the page, whether the
@@ -94,7 +82,7 @@ const THROUGH = { runtime: "CopilotRuntime", direct: "no runtime (direct)" };
 for (const wiring of WIRINGS) {
   describe(`shared state through ${THROUGH[wiring]}`, () => {
     test("to-dos edited by the bridge, a document predicted as the model writes it", async (t) => {
-      const { page, problems } = await openPage(context, APP_URL, wiring, MODEL);
+      const { page, problems } = await openPage(chromium.context, APP_URL, wiring, MODEL);
       try {
         await recordPanels(page);
 

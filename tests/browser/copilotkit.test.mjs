@@ -24,12 +24,12 @@
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { launchChromium, TWO_CLICKS } from "./chromium.mjs";
-import { answered, env, openPage as openAppPage, RUN_TIMEOUT, send, transcript } from "./copilotkit_page.mjs";
+import { TWO_CLICKS } from "./chromium.mjs";
+import { answered, desktopBrowser, env, openPage as openAppPage, RUN_TIMEOUT, send, transcript } from "./copilotkit_page.mjs";
 
-const openPage = (wiring, model) => openAppPage(context, APP_URL, wiring, model);
+const openPage = (wiring, model) => openAppPage(chromium.context, APP_URL, wiring, model);
 
 const APP_URL = env("APP_URL");
 const MODELS = env("MODELS").split(",").filter(Boolean);
@@ -42,7 +42,6 @@ const WIRINGS = ["runtime", "direct"];
 /** The mixed case whose page is photographed after its tool run (docs/copilotkit.png). */
 const SCREENSHOT_CASE = { wiring: "runtime", model: MIXED_MODELS[0] };
 
-const DESKTOP = { width: 1100, height: 900 };
 const TOOLS_PROMPT = "What's the weather in Paris? And make the background lightblue.";
 const LIGHTBLUE = "rgb(173, 216, 230)";
 /** A turn mixing the bridge's server tool (get_time) and a frontend tool (change_background). */
@@ -86,17 +85,7 @@ const APPROVAL_SCREENSHOT_CASE = { wiring: "runtime", model: APPROVAL_MODELS[0] 
 /** The second user turn; it names its wiring so the upstream's log can tell the cases apart. */
 const thanks = (wiring) => `Thanks, that is all from ${wiring}`;
 
-let browser;
-let context;
-
-before(async () => {
-  browser = await launchChromium();
-  context = await browser.newContext({ viewport: DESKTOP });
-});
-
-after(async () => {
-  await browser?.close();
-});
+const chromium = desktopBrowser();
 
 /** The shapes a transcript must have: reasoning blocks only where the model reasons. */
 function expectedKinds(model, turns) {

@@ -2,6 +2,28 @@
 // console watched, sending a message, waiting for the answer, reading the conversation.
 
 import assert from "node:assert/strict";
+import { after, before } from "node:test";
+
+import { launchChromium } from "./chromium.mjs";
+
+/** The window the example's pages are opened in. */
+const DESKTOP = { width: 1100, height: 900 };
+
+/**
+ * One Chromium and one desktop-sized context for a test file: made before its tests, closed after
+ * them. Its `context` is there once the tests run.
+ */
+export function desktopBrowser() {
+  const held = { browser: undefined, context: undefined };
+  before(async () => {
+    held.browser = await launchChromium();
+    held.context = await held.browser.newContext({ viewport: DESKTOP });
+  });
+  after(async () => {
+    await held.browser?.close();
+  });
+  return held;
+}
 
 /** How long one run may take in the page. */
 export const RUN_TIMEOUT = 20_000;

@@ -154,10 +154,10 @@ class EventStreamResponse(Response):
             self.client_gone = True
 
     def _end_pump(self) -> None:
-        """Cancel the pump's task itself, not only its scope. anyio cancels a task only when it
-        finds it waiting on a future not yet done: an upstream that always has more data (read
-        from aiohttp's buffer, whose every wait the network ends before anyio looks) would keep it
-        reading for nobody."""
+        """Cancel the pump. It is no task of the watchers' group, whose cancelling would not
+        reach it; nor would it reliably as one: anyio cancels a task only when it finds it waiting
+        on a future not yet done, and an upstream that always has more data (read from aiohttp's
+        buffer, whose every wait the network ends before anyio looks) kept it reading for nobody."""
         if self._pump_task is not None:
             self._pump_task.cancel()
 

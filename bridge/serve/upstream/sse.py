@@ -15,7 +15,6 @@ import json
 from typing import Any
 
 import orjson
-from httpx_sse import ServerSentEvent
 
 from bridge.core.encode import without_lone_surrogates
 from bridge.core.errors import UpstreamProtocolError
@@ -88,13 +87,6 @@ class SseReader:
         self.failure = UpstreamProtocolError(
             f"the upstream sent a line longer than {self._max_line} bytes"
         )
-
-
-def chunk_from_sse(
-    event: ServerSentEvent, *, wrap_error_events: bool = True
-) -> dict[str, Any] | str | None:
-    """``chunk_from_data`` for an event httpx-sse read."""
-    return chunk_from_data(event.data.encode(), event.event, wrap_error_events=wrap_error_events)
 
 
 def chunk_from_data(
