@@ -8,7 +8,7 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,7 +22,7 @@ from starlette.responses import Response
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
-from bridge.serve.http.stream import EventStreamResponse
+from bridge.serve.http.stream import EventStreamResponse, Produce
 from bridge.serve.observe.observation import Telemetry
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.run.props import UpstreamProps
@@ -202,15 +202,11 @@ class Bridge:
             )
 
     def event_stream(
-        self,
-        frames: AsyncGenerator[Any, None],
-        ended: Callable[[EventStreamResponse], None] | None = None,
-        *,
-        encode: Callable[[Any], str] | None = None,
+        self, produce: Produce, ended: Callable[[EventStreamResponse], None] | None = None
     ) -> EventStreamResponse:
         """A run's SSE response, counted among the active runs until it ends (``ended`` is
-        told then); the shutdown's RUN_ERROR ends it once the grace is over. ``frames``: the
-        frames, or what ``encode`` makes them of."""
+        told then); the shutdown's RUN_ERROR ends it once the grace is over. ``produce``
+        writes its frames."""
         self.active_runs += 1
 
         def closed(response: EventStreamResponse) -> None:
@@ -219,8 +215,7 @@ class Bridge:
                 ended(response)
 
         return EventStreamResponse(
-            frames,
-            encode=encode,
+            produce,
             keepalive_interval=self.config.keepalive_interval,
             stop=self._stop_runs,
             stop_frame=_SHUTDOWN_FRAME,

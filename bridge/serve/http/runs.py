@@ -9,8 +9,7 @@ it is answered by ``widgets``, without the model.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import aclosing
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from ag_ui.core import BaseEvent, Message, RunAgentInput
@@ -22,11 +21,13 @@ from bridge.serve.http import widgets
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
 from bridge.serve.http.run_input import read_run_input
-from bridge.serve.http.stream import EventStreamResponse
+from bridge.serve.http.stream import EventStreamResponse, FrameSink
+from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
 from bridge.serve.run.resume import settle_approvals
 from bridge.serve.tools.state import UPDATE_STATE, RunState, shares_state
+from bridge.serve.upstream.recording import RunRecord
 
 
 async def run(bridge: Bridge, request: Request) -> Response:
@@ -64,23 +65,30 @@ async def run(bridge: Bridge, request: Request) -> Response:
             max_bytes=config.max_state_bytes,
             told=observe.state_update,
         )
-    batches = run_agent(
-        run_input,
-        body,
-        bridge.upstream,
-        config.translate_for(body["model"]),
-        api=config.upstream_api,
-        loop=loop if bridge.tools else None,
-        observe=observe,
-        prepare=prepare,
-        state=state,
-        predict_state=config.predict_state,
-    )
     writer = FrameWriter(bridge.redactor, protocol)
+    recorder = bridge.recorder
 
-    def frames_of(batch: Sequence[BaseEvent]) -> str:
-        observe.sent(batch)
-        return writer.frames(batch)
+    def run_into(out: _Frames) -> Awaitable[None]:
+        return run_agent(
+            run_input,
+            body,
+            bridge.upstream,
+            config.translate_for(body["model"]),
+            out,
+            api=config.upstream_api,
+            loop=loop if bridge.tools else None,
+            observe=observe,
+            prepare=prepare,
+            state=state,
+            predict_state=config.predict_state,
+        )
+
+    async def produce(sink: FrameSink) -> None:
+        if recorder is None:
+            await run_into(_Frames(sink, writer, observe))
+            return
+        with recorder.run(run_input) as record:  # its frames recorded as they go out
+            await run_into(_Frames(sink, writer, observe, record))
 
     def ended(response: EventStreamResponse) -> None:
         observe.end(
@@ -90,11 +98,31 @@ async def run(bridge: Bridge, request: Request) -> Response:
         )
         bridge.upstream_props.run_ended(observe.code, observe.upstream_retries)
 
-    if bridge.recorder is not None:  # the frames recorded as they go out
-        frames = bridge.recorder.recorded(run_input, _encoded(batches, frames_of))
-        return bridge.event_stream(frames, ended)
-    # The response encodes each batch itself: a generator step fewer per token.
-    return bridge.event_stream(batches, ended, encode=frames_of)
+    return bridge.event_stream(produce, ended)
+
+
+class _Frames:
+    """A run's output (``bridge.serve.run.output``): each batch observed, encoded for the
+    client (redacted, shaped for its protocol), recorded with ``--record``, held in the
+    response's sink until the run flushes."""
+
+    def __init__(
+        self,
+        sink: FrameSink,
+        writer: FrameWriter,
+        observe: RunObservation,
+        record: RunRecord | None = None,
+    ) -> None:
+        self._add, self._frames, self._sent = sink.add, writer.frames, observe.sent
+        self._record = record
+        self.flush = sink.flush
+
+    def write(self, batch: Sequence[BaseEvent]) -> None:
+        self._sent(batch)
+        text = self._frames(batch)
+        if self._record is not None:
+            self._record.frames(text)
+        self._add(text)
 
 
 def _tool_loop(
@@ -141,11 +169,3 @@ def _tool_loop(
 
     loop = ToolLoop(tools, build, config.max_tool_rounds, bridge.approvals)
     return loop, prepare if config.reasoning_scope == "auto" else None
-
-
-async def _encoded(
-    batches: AsyncGenerator[Sequence[BaseEvent], None], encode: Callable[[Sequence[BaseEvent]], str]
-) -> AsyncGenerator[str, None]:
-    async with aclosing(batches) as each:
-        async for batch in each:
-            yield encode(batch)

@@ -1,62 +1,51 @@
 """The SSE response: frames as they come, keep-alive comments in silences, a client that goes
 away cancels the run (and so the upstream request), and a slow reader slows the upstream read.
 
-Backpressure: one task reads the frames and hands each to the server, whose send waits while
-the client's socket is full, so the upstream is read no faster than the client reads. Memory per
-run stays flat whatever the reader's pace. (A channel between a reading and a writing task cost
-a task switch and a cancel scope per frame: most of the bridge's time, by the profile.)
+Backpressure: one task makes the frames (the run, driven by its upstream reads) and hands them
+to the server, whose send waits while the client's socket is full, so the upstream is read no
+faster than the client reads. Memory per run stays flat whatever the reader's pace. (A channel
+between a reading and a writing task cost a task switch and a cancel scope per frame: most of
+the bridge's time, by the profile.)
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from bridge.serve.upstream.burst import READ_BURST
-
 #: Where the app keeps the server's own ``send`` in a request's scope (``app.BridgeApp``).
 SERVER_SEND = "agui_bridge.server_send"
 
-#: The most a burst holds back before writing anyway.
-_BURST_LIMIT = 64 * 1024
 
+class FrameSink:
+    """Frames held as they are made, sent together when flushed: the frames of one upstream
+    network read leave in one send (the read flushes before it waits again)."""
 
-class FrameBurst:
-    """The frames made from one upstream network read, written to the client in one send
-    (``bridge.serve.upstream.burst`` says when a read begins and ends)."""
-
-    def __init__(self, send: Send) -> None:
-        self.reading = False
+    def __init__(self, send: Send, response: EventStreamResponse) -> None:
         self._send = send
+        self._response = response
         self._pending: list[bytes] = []
-        self._size = 0
 
-    async def write(self, body: bytes) -> None:
-        if self.reading and self._size + len(body) <= _BURST_LIMIT:
-            self._pending.append(body)
-            self._size += len(body)
-            return
-        await self.flush()
-        await self._send({"type": "http.response.body", "body": body, "more_body": True})
-
-    async def end(self) -> None:
-        self.reading = False
-        if self._pending:
-            await self.flush()
+    def add(self, frame: str) -> None:
+        data = frame.encode()
+        self._response.bytes_sent += len(data)
+        self._response.quiet = False
+        self._pending.append(data)
 
     async def flush(self) -> None:
-        if self._pending:
-            pending = self._pending
+        pending = self._pending
+        if pending:
             body = pending[0] if len(pending) == 1 else b"".join(pending)
-            self._pending.clear()
-            self._size = 0
+            pending.clear()
             await self._send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+#: What writes a response's frames: called once, in the task that writes them, with their sink.
+Produce = Callable[[FrameSink], Awaitable[None]]
 
 
 #: An SSE comment: ignored by every SSE client (the AG-UI client included), kept by proxies.
@@ -69,31 +58,29 @@ class EventStreamResponse(Response):
 
     def __init__(
         self,
-        frames: AsyncGenerator[Any, None],
+        produce: Produce,
         *,
-        encode: Callable[[Any], str] | None = None,
         keepalive_interval: float,
         stop: anyio.Event | None = None,
         stop_frame: str = "",
         on_close: Callable[[EventStreamResponse], None] | None = None,
     ) -> None:
-        """``stop``, once set, ends the stream early with ``stop_frame`` (a shutdown);
-        ``on_close`` is called with the response once it is over, however it ended (even
-        before its first frame: a generator that never started runs no ``finally``); by then
+        """``produce`` writes the frames (called once the head is out); ``stop``, once set,
+        ends the stream early with ``stop_frame`` (a shutdown); ``on_close`` is called with the
+        response once it is over, however it ended (even before its first frame); by then
         ``bytes_sent``, ``client_gone`` and ``stopped`` say how."""
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.background = None
         self.init_headers(SSE_HEADERS)
-        self._frames = frames
-        self._encode = encode
+        self._produce = produce
         self._keepalive = keepalive_interval
         self._stop = stop
         self._stop_frame = stop_frame
         self._on_close = on_close
         self._pump_task: asyncio.Task[None] | None = None
         self._stopped = False
-        self._quiet = True  # nothing written since the keep-alive timer last looked
+        self.quiet = True  # nothing written since the keep-alive timer last looked
         self.bytes_sent = 0  # the frames' bytes (keep-alive comments aside)
         self.client_gone = False
 
@@ -104,7 +91,6 @@ class EventStreamResponse(Response):
             # at the head only, and each cost a coroutine step per frame.
             await self._respond(receive, send, scope.get(SERVER_SEND, send))
         finally:
-            await self._frames.aclose()
             if self._on_close is not None:
                 self._on_close(self)
 
@@ -141,7 +127,7 @@ class EventStreamResponse(Response):
         finally:
             if not pump.done():  # the request's task cancelled: the pump goes with it
                 pump.cancel()
-            await asyncio.wait([pump])  # the frames' generator is the pump's until it ends
+            await asyncio.wait([pump])  # the run is the pump's until it ends
             failure = None if pump.cancelled() else pump.exception()
         try:
             if failure is not None:
@@ -162,25 +148,18 @@ class EventStreamResponse(Response):
             self._pump_task.cancel()
 
     async def _pump(self, send: Send) -> None:
-        """One task reads and writes: frames are handed to the server as they come (one send per
-        upstream read), and the server's send waits while the client's socket is full."""
-        burst = FrameBurst(send)
-        READ_BURST.set(burst)  # the task's own context
-        encode = self._encode
-        async with aclosing(self._frames) as frames:
-            async for item in frames:
-                self._quiet = False
-                data = (item if encode is None else encode(item)).encode()
-                self.bytes_sent += len(data)
-                await burst.write(data)
-        await burst.end()
+        """One task makes and writes the frames: each flush hands them to the server, whose
+        send waits while the client's socket is full."""
+        sink = FrameSink(send, self)
+        await self._produce(sink)
+        await sink.flush()
 
     async def _keep_alive(self, send: Send) -> None:
         """A keep-alive comment after each interval in which nothing was written."""
         while True:
-            self._quiet = True
+            self.quiet = True
             await anyio.sleep(self._keepalive)
-            if self._quiet:
+            if self.quiet:
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
 
     async def _stop_producing(self, stop: anyio.Event) -> None:

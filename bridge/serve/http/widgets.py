@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput, RunFinishedEvent, RunStartedEvent
@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
+from bridge.serve.http.stream import FrameSink
 from bridge.serve.tools.mcp_apps import ProxiedRequest, ProxyRefused, error_result, proxied_request
 from bridge.serve.tools.mcp_tools import McpServer
 from bridge.serve.tools.server_tools import ToolError
@@ -42,8 +43,9 @@ def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float
         bridge.redactor, client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
     )
 
-    async def frames() -> AsyncGenerator[str, None]:
-        yield writer.frames([started])
+    async def produce(sink: FrameSink) -> None:
+        sink.add(writer.frames([started]))
+        await sink.flush()
         result, server, method, outcome = await answer_widget(
             value, bridge.mcp_servers, bridge.tools.waits, call_timeout=bridge.config.tool_timeout
         )
@@ -51,9 +53,9 @@ def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float
             thread_id=run_input.thread_id, run_id=run_input.run_id, result=result
         )
         bridge.telemetry.proxied(server, method, outcome, time.perf_counter() - received)
-        yield writer.frames([finished])
+        sink.add(writer.frames([finished]))
 
-    return bridge.event_stream(frames())
+    return bridge.event_stream(produce)
 
 
 async def answer_widget(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +41,7 @@ from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedErro
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
 from bridge.serve.observe.observation import RunObservation, Telemetry
+from bridge.serve.run.output import RunOutput
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
@@ -48,8 +49,7 @@ from bridge.serve.tools.claims import ApprovalStoreError
 from bridge.serve.tools.results import with_after
 from bridge.serve.tools.server_tools import ServerTools
 from bridge.serve.tools.state import RUN_STATE, RunState
-from bridge.serve.upstream.burst import READ_BURST
-from bridge.serve.upstream.client import UpstreamClient
+from bridge.serve.upstream.client import Chunk, UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
 
@@ -88,6 +88,7 @@ def run_agent(
     body: dict[str, Any],
     upstream: UpstreamClient,
     options: TranslateOptions,
+    out: RunOutput,
     *,
     api: UpstreamApi = "chat",
     loop: ToolLoop | None = None,
@@ -95,35 +96,43 @@ def run_agent(
     prepare: Prepare | None = None,
     state: RunState | None = None,
     predict_state: Sequence[tuple[str, str, str]] = (),
-) -> AsyncGenerator[Sequence[BaseEvent], None]:
-    """Yield the run's events, batched per upstream chunk (one SSE write each). ``api``: the
-    upstream's API (``body`` was built for it); ``loop``: the server tools, if any;
-    ``observe``: the run's telemetry (``bridge.serve.observe``), told of its turns and tools;
-    ``prepare``: what may build ``body`` again once RUN_STARTED is out (what reasoning goes
-    back, read from the upstream); ``state``: the run's shared state, which ``update_state``
-    edits (a run that changed it ends with its ``STATE_SNAPSHOT`` before the terminal event);
-    ``predict_state``: ``(state_key, tool, tool_argument)`` announced by a ``CUSTOM``
-    ``PredictState`` right after ``RUN_STARTED``."""
-    batches = _run(run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
-    # A run without a state to edit pays no layer for it on its per-chunk path.
-    return batches if state is None else _with_state(batches, state)
+) -> Awaitable[None]:
+    """The run, to await: its events written to ``out``, batched per upstream chunk (one SSE
+    write per network read, ``bridge.serve.run.output``). ``api``: the upstream's API (``body``
+    was built for it); ``loop``: the server tools, if any; ``observe``: the run's telemetry
+    (``bridge.serve.observe``), told of its turns and tools; ``prepare``: what may build
+    ``body`` again once RUN_STARTED is out (what reasoning goes back, read from the upstream);
+    ``state``: the run's shared state, which ``update_state`` edits (a run that changed it
+    ends with its ``STATE_SNAPSHOT`` before the terminal event); ``predict_state``:
+    ``(state_key, tool, tool_argument)`` announced by a ``CUSTOM`` ``PredictState`` right
+    after ``RUN_STARTED``."""
+    args = (run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
+    if state is None:  # a run without a state to edit pays nothing for it per chunk
+        return _run(out, *args)
+    return _with_state(_run(_WithState(out, state), *args), state)
 
 
-async def _with_state(
-    batches: AsyncGenerator[Sequence[BaseEvent], None], state: RunState
-) -> AsyncGenerator[Sequence[BaseEvent], None]:
-    """The run's batches, its state where its update_state calls find it, and the state's
-    snapshot before the terminal event when the run changed it."""
-    token = RUN_STATE.set(state)
+async def _with_state(run: Awaitable[None], state: RunState) -> None:
+    token = RUN_STATE.set(state)  # where its update_state calls find it
     try:
-        async with aclosing(batches) as each:
-            async for batch in each:
-                if state.changed and batch and _terminal(batch[-1]):
-                    batch = [*batch[:-1], state.snapshot(), batch[-1]]
-                yield batch
+        await run
     finally:
-        with suppress(ValueError):  # closed from another context: the variable goes with it
+        with suppress(ValueError):  # ended in another context: the variable goes with it
             RUN_STATE.reset(token)
+
+
+class _WithState:
+    """A run's output that writes the state's snapshot before the terminal event when the
+    run changed it."""
+
+    def __init__(self, out: RunOutput, state: RunState) -> None:
+        self._out, self._state = out, state
+        self.flush = out.flush
+
+    def write(self, batch: Sequence[BaseEvent]) -> None:
+        if self._state.changed and batch and _terminal(batch[-1]):
+            batch = [*batch[:-1], self._state.snapshot(), batch[-1]]
+        self._out.write(batch)
 
 
 def _terminal(event: BaseEvent) -> bool:
@@ -131,6 +140,7 @@ def _terminal(event: BaseEvent) -> bool:
 
 
 async def _run(
+    out: RunOutput,
     run_input: RunAgentInput,
     body: dict[str, Any],
     upstream: UpstreamClient,
@@ -140,7 +150,7 @@ async def _run(
     observe: RunObservation | None,
     prepare: Prepare | None,
     predict_state: Sequence[tuple[str, str, str]],
-) -> AsyncGenerator[Sequence[BaseEvent], None]:
+) -> None:
     if observe is None:
         observe = Telemetry().run(
             thread_id=run_input.thread_id,
@@ -149,16 +159,13 @@ async def _run(
             protocol="",
             received=time.perf_counter(),
         )
-    yield [
-        RunStartedEvent(
-            thread_id=run_input.thread_id,
-            run_id=run_input.run_id,
-            protocol_version=PROTOCOL_VERSION,
-        )
-    ]
+    started = RunStartedEvent(
+        thread_id=run_input.thread_id, run_id=run_input.run_id, protocol_version=PROTOCOL_VERSION
+    )
+    await _send(out, [started])
     if predict_state:  # before any other event: CopilotKit reads it to stream the arguments
         value = [{"state_key": k, "tool": t, "tool_argument": a} for k, t, a in predict_state]
-        yield [CustomEvent(name="PredictState", value=value)]
+        await _send(out, [CustomEvent(name="PredictState", value=value)])
     if prepare is not None:
         body = await prepare(body)
     transcript = Transcript()
@@ -170,7 +177,7 @@ async def _run(
         try:
             decisions = approvals.decisions(run_input, loop.tools.waits)
         except InterruptError as exc:  # nothing is run
-            yield [_error(run_input, exc)]
+            await _send(out, [_error(run_input, exc)])
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
             resumed = resumed_results(decisions, loop.tools, observe, approvals.claims)
@@ -178,30 +185,24 @@ async def _run(
                 async with aclosing(resumed) as results:
                     async for result in results:
                         transcript.add([result])
-                        yield with_after(result)
+                        await _send(out, with_after(result))
             except ApprovalStoreError as exc:  # no approved call ran
-                yield [_error(run_input, exc)]
+                await _send(out, [_error(run_input, exc)])
                 return
             next_body = _next_body(loop, run_input, transcript)
             if next_body is None:
-                yield [
-                    _error(run_input, InternalError("the bridge failed while handling this run"))
-                ]
+                await _send(out, [_error(run_input, _failed())])
                 return
             body = next_body
     elif run_input.resume:
         error = InterruptInvalidError("this bridge has no tool calls waiting for approval")
-        yield [_error(run_input, error)]
+        await _send(out, [_error(run_input, error)])
         return
     while True:
         turn = _Turn(body, upstream, options, api, run_input.run_id, observe)
-        async with aclosing(turn.events()) as batches:
-            async for events in batches:
-                if loop is not None:
-                    transcript.add(events)
-                yield events
+        await turn.run(out, transcript if loop is not None else None)
         if turn.error is not None:
-            yield [_error(run_input, turn.error)]
+            await _send(out, [_error(run_input, turn.error)])
             return
         outcome = turn.outcome
         if outcome.usage is not None:
@@ -211,36 +212,37 @@ async def _run(
         served = [call for call in calls if call.function.name in loop.tools] if loop else []
         if not served:
             observe.tool_calls_left(outcome.tool_call_names, "handed_off")
-            yield [_finished(run_input, outcome, usage, ids)]
+            await _send(out, [_finished(run_input, outcome, usage, ids)])
             return
         assert loop is not None
         if rounds == loop.max_rounds:
             message = f"the model kept calling server tools: stopped after {rounds} rounds"
-            yield [_error(run_input, ToolRoundsExceededError(message))]
+            await _send(out, [_error(run_input, ToolRoundsExceededError(message))])
             return
         rounds += 1
         assert approvals is not None
         waiting = [call for call in served if loop.tools.waits(call.function.name)]
-        await _flush_written()
+        await out.flush()  # the turn's last read made the calls' ends: they go first
         held = {call.id for call in waiting}
         runnable = [call for call in served if call.id not in held]
         async with aclosing(loop.tools.run(runnable, observe)) as results:
             async for result in results:
                 transcript.add([result])
-                yield with_after(result)
+                await _send(out, with_after(result))
         frontend = [call for call in calls if call.function.name not in loop.tools]
         observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
             observe.tool_calls_left([call.function.name for call in waiting], "awaiting_approval")
             interrupt = approvals.outcome(run_input.thread_id, waiting)
-            yield [_finished(run_input, outcome, usage, (), interrupt)]
+            await _send(out, [_finished(run_input, outcome, usage, (), interrupt)])
             return
         if frontend:  # the frontend runs its calls and comes back with a run of its own
-            yield [_finished(run_input, outcome, usage, [call.id for call in frontend])]
+            pending = [call.id for call in frontend]
+            await _send(out, [_finished(run_input, outcome, usage, pending)])
             return
         next_body = _next_body(loop, run_input, transcript)
         if next_body is None:
-            yield [_error(run_input, InternalError("the bridge failed while handling this run"))]
+            await _send(out, [_error(run_input, _failed())])
             return
         body = next_body
 
@@ -287,27 +289,42 @@ class _Turn:
     def outcome(self) -> TurnOutcome:
         return self._translator.outcome
 
-    async def events(self) -> AsyncGenerator[list[BaseEvent], None]:
+    async def run(self, out: RunOutput, transcript: Transcript | None) -> None:
+        """Stream the turn into ``out`` (and ``transcript``, when the run keeps one)."""
         translator = self._translator
         error: BridgeError | None = None
         watch = self._observe.turn(self._body)
         content = self._observe.capture_content
+        write: Callable[[Sequence[BaseEvent]], None] = out.write
+        if transcript is not None:
+            kept = transcript
+
+            def write_kept(events: Sequence[BaseEvent]) -> None:
+                kept.add(events)
+                out.write(events)
+
+            write = write_kept
+
+        def take(chunk: Chunk) -> bool:
+            """One chunk, as it arrives: its events written at once; true once the answer is
+            complete (whatever a server sends after is not ours)."""
+            events = translator.feed(chunk)
+            if events:
+                if watch.first_output is None:
+                    watch.output()
+                if content:
+                    watch.content(events)
+                write(events)
+            if chunk == DONE:
+                return True
+            watch.chunks += 1
+            return False
+
         try:
-            # aclosing: a client that goes away cancels us here, and the upstream request is
-            # closed at once instead of whenever the generator is collected.
-            stream = self._upstream.stream(self._body, self._path, watch)
-            async with aclosing(stream) as chunks:
-                async for chunk in chunks:
-                    events = translator.feed(chunk)
-                    if events:
-                        if watch.first_output is None:
-                            watch.output()
-                        if content:
-                            watch.content(events)
-                        yield events
-                    if chunk == DONE:
-                        break  # the answer is complete; whatever a server sends after is not ours
-                    watch.chunks += 1
+            # A client that goes away cancels us here, and the upstream request is closed at once.
+            await self._upstream.stream_into(
+                self._body, take, path=self._path, observe=watch, flush=out.flush
+            )
         except BridgeError as exc:
             error = exc
         except Exception:  # a bug of ours: the client gets a clean RUN_ERROR, the log the traceback
@@ -323,17 +340,17 @@ class _Turn:
         self.error = error or outcome.error
         watch.end(outcome, self.error)
         if tail:
-            yield tail
+            write(tail)
 
 
-async def _flush_written() -> None:
-    """Send the client what the turn's last upstream read made (its calls' ends) before the
-    tools run: the response batches the frames of one read and writes them when the upstream
-    reader waits again (``bridge.serve.upstream.burst``), and a turn's stream stops at
-    ``[DONE]``, not at another wait."""
-    burst = READ_BURST.get()
-    if burst is not None:
-        await burst.end()
+async def _send(out: RunOutput, batch: Sequence[BaseEvent]) -> None:
+    """A batch made outside an upstream read: written and sent at once."""
+    out.write(batch)
+    await out.flush()
+
+
+def _failed() -> InternalError:
+    return InternalError("the bridge failed while handling this run")
 
 
 def _error(run_input: RunAgentInput, error: BridgeError) -> RunErrorEvent:

@@ -10,7 +10,7 @@ import codecs
 import json
 import random
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -20,11 +20,8 @@ import orjson
 
 from bridge.config import BridgeConfig
 from bridge.core.encode import without_lone_surrogates
-from bridge.core.errors import (
-    UpstreamProtocolError,
-)
+from bridge.core.errors import UpstreamProtocolError
 from bridge.serve.observe.observation import TurnObservation
-from bridge.serve.upstream.burst import READ_BURST
 from bridge.serve.upstream.failures import UpstreamFailures
 from bridge.serve.upstream.sse import SseReader, chunk_from_data
 from bridge.serve.upstream.transport import (
@@ -35,6 +32,9 @@ from bridge.serve.upstream.transport import (
     client_class,
     failure_kind,
 )
+
+#: What the upstream's stream carries, one at a time: a JSON object, or ``DONE``.
+Chunk = dict[str, Any] | str
 
 # Failures that say "not now" rather than "no": worth another try before the answer began.
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -86,17 +86,26 @@ class UpstreamClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def stream(
+    async def stream_into(
         self,
         body: dict[str, Any],
+        take: Callable[[Chunk], bool],
+        *,
         path: str = "/chat/completions",
         observe: TurnObservation | None = None,
-    ) -> AsyncGenerator[dict[str, Any] | str, None]:
+        flush: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         """POST a chat completion (or, with ``path="/responses"``, a Responses API request) and
-        yield its chunks or events (dicts and ``DONE``) as they arrive.
+        hand each of its chunks or events (dicts and ``DONE``) to ``take`` as they arrive, until
+        the body ends or ``take`` says the answer is complete (returns true).
+
+        The read drives the run: ``take`` translates and writes at once, and ``flush``, awaited
+        before each wait on the network, sends what the last read made in one send. No
+        generator between the network and the client: each cost a step a token, and under load
+        the steps cost several times what they cost alone (``benchmarks/README.md``, issue 34).
 
         A server that answers the streaming request with one JSON body (some do when tools are
-        given) yields that body: the translator reads a whole ``chat.completion`` (or
+        given) gives that body: the translator reads a whole ``chat.completion`` (or
         ``response``) like a chunk. ``observe``: the turn's telemetry, told of each answer and
         retry; the request carries its trace context.
         """
@@ -104,33 +113,27 @@ class UpstreamClient:
         content_type = response.headers.get("content-type", "")
         try:
             if "text/event-stream" not in content_type:
-                yield await _whole(response, content_type)
+                take(await _whole(response, content_type))
                 return
-            # Read here, not in a generator of its own: one step fewer a token. The frames
-            # made from one network read go to the client in one send: the response's burst is
-            # told when a read begins and ends (bridge.serve.upstream.burst).
             chat = path == "/chat/completions"
             charset = _charset(response)
             reader = SseReader(self._config.max_line_bytes)
-            burst = READ_BURST.get()
             turns, clock = LoopTurns(), time.monotonic
             async with aclosing(Body(response)) as piece_of:
                 while True:
-                    if burst is not None:
-                        await burst.end()  # before waiting on the network
+                    if flush is not None:
+                        await flush()  # before waiting on the network
                     before = clock()
                     piece = await piece_of.read()
                     after = clock()
                     if not piece:
                         break
-                    if burst is not None:
-                        burst.reading = True
                     for event, data in reader.feed(piece):
                         if charset is not None:
                             data = data.decode(charset, "replace").encode()
                         item = chunk_from_data(data, event, wrap_error_events=chat)
-                        if item is not None:
-                            yield item
+                        if item is not None and take(item):
+                            return  # complete: whatever a server sends after is not ours
                     if reader.failure is not None:
                         raise reader.failure
                     if turns.due(before, after):
@@ -139,6 +142,42 @@ class UpstreamClient:
             raise self._failures.translate(exc) from exc
         finally:
             await response.aclose()
+
+    async def stream(
+        self,
+        body: dict[str, Any],
+        path: str = "/chat/completions",
+        observe: TurnObservation | None = None,
+    ) -> AsyncGenerator[Chunk, None]:
+        """``stream_into``'s chunks, one at a time, for a reader that pulls (the doctor): the
+        read runs in a task of its own, a network read ahead at most."""
+        chunks: asyncio.Queue[tuple[Chunk | None, BaseException | None]] = asyncio.Queue()
+
+        def take(chunk: Chunk) -> bool:
+            chunks.put_nowait((chunk, None))
+            return False
+
+        async def read() -> None:
+            error: BaseException | None = None
+            try:
+                await self.stream_into(body, take, path=path, observe=observe, flush=chunks.join)
+            except Exception as exc:
+                error = exc
+            chunks.put_nowait((None, error))
+
+        reading = asyncio.create_task(read())
+        try:
+            while True:
+                chunk, error = await chunks.get()
+                chunks.task_done()
+                if error is not None:
+                    raise error
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            reading.cancel()
+            await asyncio.wait([reading])
 
     async def _open(
         self, body: dict[str, Any], path: str, observe: TurnObservation | None

@@ -48,7 +48,7 @@ import contextlib
 import dataclasses
 import itertools
 import os
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -82,16 +82,6 @@ class Recorder:
         """The upstream client's transport (each one it makes: direct, and per proxy from the
         environment), recorded for the run in progress."""
         return RecordingTransport(inner)
-
-    async def recorded(
-        self, run_input: RunAgentInput, frames: AsyncGenerator[str, None]
-    ) -> AsyncGenerator[str, None]:
-        """``frames`` (one run's SSE frames) passed through, the run recorded meanwhile."""
-        with self.run(run_input) as record:
-            async with contextlib.aclosing(frames):
-                async for text in frames:
-                    record.frames(text)
-                    yield text
 
     @contextlib.contextmanager
     def run(self, run_input: RunAgentInput) -> Iterator[RunRecord]:
