@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ag_ui.core import (
     BaseEvent,
@@ -43,6 +44,40 @@ from bridge.core.parts import BrokenToolCall, ToolCallDelta
 
 IdFactory = Callable[[str], str]
 """Makes a fresh id from a prefix (``msg``, ``rsn``, ``call``)."""
+
+_Delta = TypeVar("_Delta", bound=BaseEvent)
+
+
+def _delta_event(kind: type[_Delta], id_field: str) -> Callable[[str, str], _Delta]:
+    """How a delta event of ``kind`` is made from its id and text without pydantic validating
+    them: the model's every token makes one, and under load pydantic's validator cost several
+    microseconds a token (``benchmarks/README.md``, issue 34). The fields are what validation
+    gives (an event made by ``kind(**fields)`` once, its defaults copied), the two strings
+    ours; ``tests/test_encode.py`` holds the events equal to validated ones in every respect
+    pydantic keeps."""
+    defaults = dict(kind.model_validate({id_field: "id", "delta": "text"}).__dict__)
+    new, assign = kind.__new__, object.__setattr__
+
+    def make(ident: str, delta: str) -> _Delta:
+        if type(ident) is not str or type(delta) is not str:
+            raise TypeError(f"{kind.__name__}: the id and the delta are strings")
+        event = new(kind)
+        values: dict[str, Any] = defaults.copy()
+        values[id_field] = ident
+        values["delta"] = delta
+        assign(event, "__dict__", values)
+        assign(event, "__pydantic_fields_set__", {id_field, "delta"})
+        assign(event, "__pydantic_extra__", {})
+        assign(event, "__pydantic_private__", None)
+        return event
+
+    return make
+
+
+#: The three delta events, made without validation (``_delta_event``).
+text_content = _delta_event(TextMessageContentEvent, "message_id")
+reasoning_content = _delta_event(ReasoningMessageContentEvent, "message_id")
+tool_call_args = _delta_event(ToolCallArgsEvent, "tool_call_id")
 
 
 def random_id(prefix: str) -> str:
@@ -108,7 +143,7 @@ class EventEmitter:
             out.append(TextMessageStartEvent(message_id=self.assistant_id, role="assistant"))
             self._text_open = self._assistant_shown = True
             text, self._pending_whitespace = self._pending_whitespace + text, ""
-        out.append(TextMessageContentEvent(message_id=self.assistant_id, delta=text))
+        out.append(text_content(self.assistant_id, text))
 
     def _end_text(self, out: list[BaseEvent]) -> None:
         self._pending_whitespace = ""
@@ -130,7 +165,7 @@ class EventEmitter:
         elif self._reasoning_id is None:
             self._start_reasoning(out)
         assert self._reasoning_id is not None
-        out.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=text))
+        out.append(reasoning_content(self._reasoning_id, text))
 
     def encrypted_reasoning(
         self, value: str, out: list[BaseEvent], message_id: str | None = None
@@ -186,7 +221,7 @@ class EventEmitter:
             call.name = delta.name
         if delta.arguments:
             if call.started:
-                out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=delta.arguments))
+                out.append(tool_call_args(call.id, delta.arguments))
             else:
                 call.pending.append(delta.arguments)
         # START as soon as name and id are known; when arguments come and still no id, the
@@ -218,7 +253,7 @@ class EventEmitter:
             )
         )
         if call.pending:
-            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta="".join(call.pending)))
+            out.append(tool_call_args(call_id, "".join(call.pending)))
             call.pending.clear()
 
     def broken_call(self, broken: BrokenToolCall, out: list[BaseEvent]) -> bool:

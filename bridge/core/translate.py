@@ -21,13 +21,17 @@ from typing import Any, Protocol, runtime_checkable
 
 from ag_ui.core import (
     BaseEvent,
-    ReasoningMessageContentEvent,
-    TextMessageContentEvent,
     TokenUsage,
 )
 
 from bridge.core.decode import decode_chat_chunk, one_text_field
-from bridge.core.emitter import EventEmitter, IdFactory, random_id
+from bridge.core.emitter import (
+    EventEmitter,
+    IdFactory,
+    random_id,
+    reasoning_content,
+    text_content,
+)
 from bridge.core.errors import BridgeError, UpstreamProtocolError, UpstreamTruncatedError
 from bridge.core.parts import (
     BrokenToolCall,
@@ -197,10 +201,10 @@ class ChatStreamTranslator:
                             if char in text:
                                 break
                         else:
-                            return [TextMessageContentEvent(message_id=message_id, delta=text)]
+                            return [text_content(message_id, text)]
                 elif self._reasoning_lane is not None:
                     reasoning_id = self._reasoning_lane
-                    return [ReasoningMessageContentEvent(message_id=reasoning_id, delta=text)]
+                    return [reasoning_content(reasoning_id, text)]
         try:
             return self._feed(chunk)
         finally:

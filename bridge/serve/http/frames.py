@@ -127,7 +127,11 @@ class FrameWriter:
 
     def frames(self, events: Sequence[BaseEvent]) -> str:
         if len(events) == 1:  # most batches: one token's event
-            return self.frame(events[0])
+            event = events[0]
+            kind = type(event)
+            if self._redactor is None and kind in _MODEL_WORDS and kind not in self._shapes:
+                return encode_event(event)  # the model's words, as they are: one step
+            return self.frame(event)
         return "".join([self.frame(event) for event in events])
 
     def frame(self, event: BaseEvent) -> str:
