@@ -7,12 +7,15 @@
 - anything else (httpx's transport, a compressed body, a recorded exchange) reads the same
   bytes through httpx's response API;
 - an upstream that names a charset other than UTF-8 is read in it;
-- middleware an application adds to the bridge's app sees the run's frames.
+- middleware an application adds to the bridge's app sees the run's frames;
+- a body read from aiohttp's buffer has aiohttp's read timeout (a timer re-armed on every read)
+  off, and the bridge's own idle watch instead, which fails only a read that waits.
 """
 
 from __future__ import annotations
 
 import gzip
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,9 +31,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agui_rules import check_frames, parse_body
 from bridge.cli.demo import create_scripted_upstream
 from bridge.config import BridgeConfig
+from bridge.core.errors import UpstreamTimeoutError
 from bridge.serve.http.app import create_app
+from bridge.serve.upstream.body import IDLE_MESSAGE, Body, IdleWatch
 from bridge.serve.upstream.client import UpstreamClient
-from bridge.serve.upstream.transport import Body, client_class
+from bridge.serve.upstream.transport import client_class
 from servers import post, run_input, scripted_config, serve
 
 CHUNKS = [
@@ -58,6 +63,7 @@ def _upstream() -> Starlette:
         async def pieces() -> AsyncIterator[bytes]:
             for start in range(0, len(body), 7):  # small writes: many reads
                 yield body[start : start + 7]
+                await anyio.sleep(0.005)  # the answer still coming as it is read
 
         return StreamingResponse(pieces(), media_type=media, headers=headers)
 
@@ -65,17 +71,24 @@ def _upstream() -> Starlette:
 
 
 async def _read(url: str, transport: str) -> tuple[bool, bytes]:
-    """Whether ``Body`` reads aiohttp's buffer, and the bytes it read."""
-    async with client_class(transport)() as client:  # type: ignore[call-arg]
-        request = client.build_request("GET", url)
+    """Whether ``Body`` reads aiohttp's buffer, and the bytes it read. Read so, it keeps its own
+    idle timeout: aiohttp's timer is off and stays off to its end."""
+    async with client_class(transport)() as client:  # type: ignore[arg-type]
+        request = client.build_request("GET", url, timeout=httpx.Timeout(30.0))
         response = await client.send(request, stream=True)
         try:
             body = Body(response)
             read = getattr(body.read, "func", None)  # functools.partial(StreamReader.read, …)
             direct = getattr(read, "__self__", None).__class__.__name__ == "StreamReader"
+            assert body.own_idle_timeout() is direct
+            protocol = body._protocol
             pieces = []
             while piece := await body.read():
                 pieces.append(piece)
+                if direct:  # aiohttp's names for its read timer: a change fails here
+                    assert protocol is not None
+                    assert protocol.read_timeout is None
+                    assert protocol._read_timeout_handle is None
             await body.aclose()
         finally:
             await response.aclose()
@@ -159,3 +172,69 @@ def test_a_runs_head_still_goes_through_the_bridges_cors() -> None:
     assert response.headers["access-control-allow-origin"] == "https://app.example"
     frames = check_frames(parse_body(response.text))
     assert frames[-1]["type"] == "RUN_FINISHED"
+
+
+class _Read:
+    def __init__(self, waiting: float) -> None:
+        self.waiting = waiting
+        self.timed_out = 0
+
+    def time_out(self) -> None:
+        self.timed_out += 1
+
+
+def test_the_idle_watch_fails_only_a_read_that_has_waited_its_timeout() -> None:
+    async def watch() -> tuple[_Read, _Read, _Read]:
+        idle = IdleWatch(0.2)
+        # Waiting since long ago; not waiting (its client is slow: the run is writing); waiting
+        # since now, and its data comes in time.
+        silent, writing, answered = _Read(time.monotonic() - 1), _Read(0.0), _Read(0.0)
+        for read in (silent, writing, answered):
+            idle.add(read)
+        answered.waiting = time.monotonic()
+        await anyio.sleep(0.1)
+        answered.waiting = 0.0  # a piece arrived
+        await anyio.sleep(0.3)
+        for read in (silent, writing, answered):
+            idle.discard(read)
+        return silent, writing, answered
+
+    silent, writing, answered = anyio.run(watch)
+    assert (silent.timed_out, writing.timed_out, answered.timed_out) == (1, 0, 0)
+
+
+def test_an_upstream_silent_mid_answer_fails_on_the_bridges_own_idle_timeout() -> None:
+    """aiohttp's read timeout is off for the body: the watch fails the read, as aiohttp would."""
+
+    async def silent(request: Request) -> Response:
+        async def pieces() -> AsyncIterator[bytes]:
+            yield _body().split(b"\n\n")[0] + b"\n\n"
+            await anyio.sleep(30)
+
+        return StreamingResponse(pieces(), media_type="text/event-stream")
+
+    async def stream(url: str) -> tuple[list[Any], BaseException | None, float]:
+        config = BridgeConfig(upstream_url=f"{url}/v1", model="m", idle_timeout=0.3)
+        client = UpstreamClient(config)
+        taken: list[Any] = []
+        began = time.monotonic()
+        try:
+
+            def take(chunk: Any) -> bool:
+                taken.append(chunk)
+                return False
+
+            await client.stream_into({"model": "m"}, take)
+        except UpstreamTimeoutError as exc:
+            return taken, exc, time.monotonic() - began
+        finally:
+            await client.aclose()
+        return taken, None, time.monotonic() - began
+
+    app = Starlette(routes=[Route("/v1/chat/completions", silent, methods=["POST"])])
+    with serve(app) as url:
+        taken, error, seconds = anyio.run(stream, url)
+    assert taken == CHUNKS[:1]
+    assert error is not None and "sent nothing for 0.3 s" in str(error)
+    assert str(error.__cause__) == IDLE_MESSAGE  # the bridge's watch, not aiohttp's timer
+    assert 0.3 <= seconds < 2

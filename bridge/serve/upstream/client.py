@@ -11,7 +11,6 @@ import json
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -22,11 +21,11 @@ from bridge.config import BridgeConfig
 from bridge.core.encode import without_lone_surrogates
 from bridge.core.errors import UpstreamProtocolError
 from bridge.serve.observe.observation import TurnObservation
+from bridge.serve.upstream.body import Body, IdleWatch
 from bridge.serve.upstream.failures import UpstreamFailures
 from bridge.serve.upstream.sse import SseReader, chunk_from_data
 from bridge.serve.upstream.transport import (
     TRANSPORT_ERRORS,
-    Body,
     LoopTurns,
     TransportWrapper,
     client_class,
@@ -81,6 +80,7 @@ class UpstreamClient:
             trust_env=True,  # HTTP(S)_PROXY etc., as the openai SDK honours them
         )
         self._models: tuple[float, list[str]] | None = None
+        self._idle = IdleWatch(config.idle_timeout)
         self._failures = UpstreamFailures(config, self._origin, self._base)
 
     async def aclose(self) -> None:
@@ -119,13 +119,18 @@ class UpstreamClient:
             charset = _charset(response)
             reader = SseReader(self._config.max_line_bytes)
             turns, clock = LoopTurns(), time.monotonic
-            async with aclosing(Body(response)) as piece_of:
+            piece_of = Body(response)
+            watched = piece_of.own_idle_timeout()
+            if watched:
+                self._idle.add(piece_of)
+            try:
                 while True:
                     if flush is not None:
                         await flush()  # before waiting on the network
-                    before = clock()
+                    before = piece_of.waiting = clock()
                     piece = await piece_of.read()
                     after = clock()
+                    piece_of.waiting = 0.0
                     if not piece:
                         break
                     for event, data in reader.feed(piece):
@@ -138,6 +143,10 @@ class UpstreamClient:
                         raise reader.failure
                     if turns.due(before, after):
                         await asyncio.sleep(0)
+            finally:
+                if watched:
+                    self._idle.discard(piece_of)
+                await piece_of.aclose()
         except TRANSPORT_ERRORS as exc:
             raise self._failures.translate(exc) from exc
         finally:

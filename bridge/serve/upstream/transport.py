@@ -25,18 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import partial
 from types import SimpleNamespace
 from typing import Any, ClassVar, Literal
 
 import aiohttp
 import httpx
-from httpx._client import BoundAsyncStream
 from httpx_aiohttp import AiohttpTransport
-from httpx_aiohttp.transport import AiohttpResponseStream
 
 from bridge.config import UpstreamTransport
 
@@ -231,7 +228,7 @@ class _Yielding(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
         if isinstance(response.stream, httpx.AsyncByteStream):
-            response.stream = _YieldingStream(response.stream)
+            response.stream = YieldingStream(response.stream)
         return response
 
     async def aclose(self) -> None:
@@ -262,7 +259,7 @@ class LoopTurns:
         return False
 
 
-class _YieldingStream(httpx.AsyncByteStream):
+class YieldingStream(httpx.AsyncByteStream):
     def __init__(self, stream: httpx.AsyncByteStream) -> None:
         self.inner = stream
 
@@ -283,55 +280,6 @@ class _YieldingStream(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-
-#: The most one read of a body takes from aiohttp's buffer: as httpx-aiohttp's iterator takes.
-PIECE = 16 * 1024
-
-
-class Body:
-    """A streamed response's body, a piece at a time as it arrives (``await read()``; ``b""`` at
-    its end), decoded of its ``Content-Encoding``.
-
-    An answer from aiohttp's transport with no content coding is read
-    from aiohttp's own buffer, ``StreamReader.read(PIECE)``: what arrived, in one call, up to
-    ``PIECE`` bytes (a bigger piece would hold the event loop longer between yields). Through
-    httpx's response API it took six generator steps a token (httpx-aiohttp's, httpx's raw,
-    bytes and text iterators, this module's yielding), a third of the read path's CPU
-    (``benchmarks/README.md``, issue 34). Its exceptions are aiohttp's own, which
-    ``failure_kind`` reads as it reads httpx's. Anything else (httpx's transport, a recorded
-    exchange, a test's transport, a compressed body) is read through ``aiter_bytes``. The
-    caller lets the event loop in (``LoopTurns``): aiohttp's buffer is read without waiting
-    while it holds data.
-
-    Private names read here, of versions pinned in pyproject and checked by
-    ``tests/test_transport.py`` (a change makes it fail, not go slow): httpx's
-    ``BoundAsyncStream._stream`` (the stream ``AsyncClient.send`` wraps to time the response)
-    and httpx-aiohttp's ``AiohttpResponseStream._aiohttp_response``."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self._pieces: AsyncIterator[bytes] | None = None
-        stream = response.stream
-        while isinstance(stream, BoundAsyncStream | _YieldingStream):  # httpx's, ours
-            stream = stream._stream if isinstance(stream, BoundAsyncStream) else stream.inner
-        coded = response.headers.get("content-encoding", "identity").lower() != "identity"
-        if isinstance(stream, AiohttpResponseStream) and not coded:
-            content = stream._aiohttp_response.content
-            self.read: Callable[[], Awaitable[bytes]] = partial(content.read, PIECE)
-        else:
-            self._pieces = response.aiter_bytes()
-            self.read = self._next
-
-    async def _next(self) -> bytes:
-        assert self._pieces is not None
-        async for piece in self._pieces:
-            if piece:
-                return piece
-        return b""
-
-    async def aclose(self) -> None:
-        if isinstance(self._pieces, AsyncGenerator):
-            await self._pieces.aclose()
 
 
 def client_class(

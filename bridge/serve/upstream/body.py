@@ -1,0 +1,139 @@
+"""A streamed answer's body as the read loop takes it, and the idle timeout of a body read from
+aiohttp's own buffer: one watch for all of them instead of a timer re-armed on every read.
+
+Private names read here, of versions pinned in pyproject and checked by
+``tests/test_read_path.py`` (a change makes it fail, not go slow): httpx's
+``BoundAsyncStream._stream`` (the stream ``AsyncClient.send`` wraps to time the response) and
+httpx-aiohttp's ``AiohttpResponseStream._aiohttp_response``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from functools import partial
+from typing import Protocol
+
+import aiohttp
+import httpx
+from httpx._client import BoundAsyncStream
+from httpx_aiohttp.transport import AiohttpResponseStream
+
+from bridge.serve.upstream.transport import YieldingStream
+
+#: What the read an ``IdleWatch`` fails raises: aiohttp's timeout (read as one), said as ours.
+IDLE_MESSAGE = "Timeout on reading data from socket (the bridge's idle watch)"
+
+#: The most one read of a body takes from aiohttp's buffer: as httpx-aiohttp's iterator takes.
+PIECE = 16 * 1024
+
+
+class Body:
+    """A streamed response's body, a piece at a time as it arrives (``await read()``; ``b""`` at
+    its end), decoded of its ``Content-Encoding``.
+
+    An answer from aiohttp's transport with no content coding is read from aiohttp's own
+    buffer, ``StreamReader.read(PIECE)``: what arrived, in one call, up to ``PIECE`` bytes (a
+    bigger piece would hold the event loop longer between yields). Through httpx's response API
+    it took six generator steps a token (httpx-aiohttp's, httpx's raw, bytes and text
+    iterators, the transport's yielding), a third of the read path's CPU
+    (``benchmarks/README.md``, issue 34). Its exceptions are aiohttp's own, which
+    ``failure_kind`` reads as it reads httpx's. Anything else (httpx's transport, a recorded
+    exchange, a test's transport, a compressed body) is read through ``aiter_bytes``. The
+    caller lets the event loop in (``LoopTurns``): aiohttp's buffer is read without waiting
+    while it holds data.
+
+    ``waiting``: when the read now waiting began (``time.monotonic()``), ``0.0`` while none
+    waits; the reader sets it around each read, and an ``IdleWatch`` reads it."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._pieces: AsyncIterator[bytes] | None = None
+        self._content: aiohttp.StreamReader | None = None
+        self._protocol: aiohttp.client_proto.ResponseHandler | None = None
+        self.waiting = 0.0
+        stream = response.stream
+        while isinstance(stream, BoundAsyncStream | YieldingStream):  # httpx's, ours
+            stream = stream._stream if isinstance(stream, BoundAsyncStream) else stream.inner
+        coded = response.headers.get("content-encoding", "identity").lower() != "identity"
+        if isinstance(stream, AiohttpResponseStream) and not coded:
+            answer = stream._aiohttp_response
+            content = self._content = answer.content
+            connection = answer.connection
+            self._protocol = connection.protocol if connection is not None else None
+            self.read: Callable[[], Awaitable[bytes]] = partial(content.read, PIECE)
+        else:
+            self._pieces = response.aiter_bytes()
+            self.read = self._next
+
+    def own_idle_timeout(self) -> bool:
+        """Whether the body is read from aiohttp's buffer; if so, aiohttp's read timeout (a timer
+        cancelled and made again on every network read) is off for the rest of it, and the
+        caller watches it instead (``IdleWatch``). The next request on the connection sets
+        aiohttp's again. (A body that has all arrived already has let its connection go.)"""
+        if self._content is None:
+            return False
+        if self._protocol is not None:
+            self._protocol.read_timeout = None
+            self._protocol.start_timeout()  # with no timeout: the timer armed is cancelled
+        return True
+
+    def time_out(self) -> None:
+        """Fail the waiting read as aiohttp's read timeout fails it."""
+        if self._content is not None:
+            self._content.set_exception(aiohttp.SocketTimeoutError(IDLE_MESSAGE))
+
+    async def _next(self) -> bytes:
+        assert self._pieces is not None
+        async for piece in self._pieces:
+            if piece:
+                return piece
+        return b""
+
+    async def aclose(self) -> None:
+        if isinstance(self._pieces, AsyncGenerator):
+            await self._pieces.aclose()
+
+
+class Watched(Protocol):
+    """What an ``IdleWatch`` reads and does: when the waiting read began (0.0: none waits), and
+    how it fails."""
+
+    waiting: float
+
+    def time_out(self) -> None: ...
+
+
+class IdleWatch:
+    """The idle timeout of the bodies read from aiohttp's buffer: one task looks at them all, a
+    few times per ``timeout``, and fails a read that has waited ``timeout`` seconds or more. A
+    read costs the reader two stores (``Body.waiting``) instead of aiohttp's timer. A body
+    whose client is slow waits in no read, so only the upstream's silence counts, as with
+    aiohttp's own timeout."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._every = min(max(timeout / 8, 0.01), 1.0)
+        self._bodies: set[Watched] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, body: Watched) -> None:
+        self._bodies.add(body)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    def discard(self, body: Watched) -> None:
+        self._bodies.discard(body)
+        if not self._bodies and self._task is not None:
+            self._task.cancel()  # nothing to watch: no task left behind
+            self._task = None
+
+    async def _watch(self) -> None:
+        clock, timeout = time.monotonic, self._timeout
+        while self._bodies:
+            await asyncio.sleep(self._every)
+            now = clock()
+            for body in [body for body in self._bodies if body.waiting]:
+                if now - body.waiting >= timeout:
+                    body.waiting = 0.0
+                    body.time_out()
