@@ -125,6 +125,25 @@ class ChatStreamTranslator:
     truncated stream in ``outcome.error``.
     """
 
+    __slots__ = (
+        "_carried",
+        "_closed",
+        "_decode",
+        "_done",
+        "_echo",
+        "_emitter",
+        "_error",
+        "_field_reasoning",
+        "_finish_reason",
+        "_lanes",
+        "_reasoning_lane",
+        "_tag_reasoning",
+        "_tag_reasoning_size",
+        "_tags",
+        "_text_lane",
+        "_text_tools",
+    )
+
     def __init__(
         self,
         options: TranslateOptions | None = None,

@@ -106,6 +106,8 @@ class _Frames:
     client (redacted, shaped for its protocol), recorded with ``--record``, held in the
     response's sink until the run flushes."""
 
+    __slots__ = ("_add", "_frames", "_record", "_sent", "flush")
+
     def __init__(
         self,
         sink: FrameSink,

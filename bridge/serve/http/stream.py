@@ -23,17 +23,19 @@ SERVER_SEND = "agui_bridge.server_send"
 
 class FrameSink:
     """Frames held as they are made, sent together when flushed: the frames of one upstream
-    network read leave in one send (the read flushes before it waits again)."""
+    network read leave in one send (the read flushes before it waits again). ``size``: the
+    bytes of every frame added."""
 
-    def __init__(self, send: Send, response: EventStreamResponse) -> None:
+    __slots__ = ("_pending", "_send", "size")
+
+    def __init__(self, send: Send) -> None:
         self._send = send
-        self._response = response
         self._pending: list[bytes] = []
+        self.size = 0
 
     def add(self, frame: str) -> None:
         data = frame.encode()
-        self._response.bytes_sent += len(data)
-        self._response.quiet = False
+        self.size += len(data)
         self._pending.append(data)
 
     async def flush(self) -> None:
@@ -80,8 +82,8 @@ class EventStreamResponse(Response):
         self._on_close = on_close
         self._pump_task: asyncio.Task[None] | None = None
         self._stopped = False
-        self.quiet = True  # nothing written since the keep-alive timer last looked
-        self.bytes_sent = 0  # the frames' bytes (keep-alive comments aside)
+        self._sink: FrameSink | None = None
+        self._last = 0  # the bytes of the stream's last frame (a shutdown's)
         self.client_gone = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -95,6 +97,11 @@ class EventStreamResponse(Response):
                 self._on_close(self)
 
     @property
+    def bytes_sent(self) -> int:
+        """The frames' bytes (keep-alive comments aside)."""
+        return (self._sink.size if self._sink is not None else 0) + self._last
+
+    @property
     def stopped(self) -> bool:
         """Whether ``stop`` ended the stream (its ``stop_frame`` in place of the run's end)."""
         return self._stopped
@@ -106,7 +113,8 @@ class EventStreamResponse(Response):
         # the app's layers (uvicorn's, Starlette's middleware and routing, a dozen coroutines),
         # which every token's read would resume and suspend again. An asyncio task, not one of
         # the watchers' task group: anyio's wraps it in two more.
-        pump = self._pump_task = asyncio.create_task(self._pump(send))
+        sink = self._sink = FrameSink(send)
+        pump = self._pump_task = asyncio.create_task(self._pump(sink))
         try:
             async with anyio.create_task_group() as tasks:
                 watch = tasks.cancel_scope
@@ -123,7 +131,7 @@ class EventStreamResponse(Response):
                 tasks.start_soon(watch_disconnect)
                 if self._stop is not None:
                     tasks.start_soon(self._stop_producing, self._stop)
-                tasks.start_soon(self._keep_alive, send)
+                tasks.start_soon(self._keep_alive, send, sink)
         finally:
             if not pump.done():  # the request's task cancelled: the pump goes with it
                 pump.cancel()
@@ -134,7 +142,7 @@ class EventStreamResponse(Response):
                 raise failure
             if not gone:
                 last = self._stop_frame.encode() if self._stopped else b""
-                self.bytes_sent += len(last)
+                self._last = len(last)
                 await send({"type": "http.response.body", "body": last, "more_body": False})
         except OSError:  # the client went away while we were writing: nothing left to tell it
             self.client_gone = True
@@ -147,19 +155,18 @@ class EventStreamResponse(Response):
         if self._pump_task is not None:
             self._pump_task.cancel()
 
-    async def _pump(self, send: Send) -> None:
+    async def _pump(self, sink: FrameSink) -> None:
         """One task makes and writes the frames: each flush hands them to the server, whose
         send waits while the client's socket is full."""
-        sink = FrameSink(send, self)
         await self._produce(sink)
         await sink.flush()
 
-    async def _keep_alive(self, send: Send) -> None:
+    async def _keep_alive(self, send: Send, sink: FrameSink) -> None:
         """A keep-alive comment after each interval in which nothing was written."""
         while True:
-            self.quiet = True
+            written = sink.size
             await anyio.sleep(self._keepalive)
-            if self.quiet:
+            if sink.size == written:
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
 
     async def _stop_producing(self, stop: anyio.Event) -> None:

@@ -305,19 +305,23 @@ class _Turn:
 
             write = write_kept
 
+        chunks, first = 0, True  # the chunks read; whether the first output is to be told
+
         def take(chunk: Chunk) -> bool:
             """One chunk, as it arrives: its events written at once; true once the answer is
             complete (whatever a server sends after is not ours)."""
+            nonlocal chunks, first
             events = translator.feed(chunk)
             if events:
-                if watch.first_output is None:
+                if first:
+                    first = False
                     watch.output()
                 if content:
                     watch.content(events)
                 write(events)
-            if chunk == DONE:
+            if type(chunk) is str and chunk == DONE:
                 return True
-            watch.chunks += 1
+            chunks += 1
             return False
 
         try:
@@ -331,8 +335,10 @@ class _Turn:
             logger.exception("run %s failed", self._run_id)
             error = InternalError("the bridge failed while handling this run; see its log")
         except BaseException:  # cancelled (the client went away): the turn's span ends too
+            watch.chunks = chunks
             watch.end(translator.outcome, None, cancelled=True)
             raise
+        watch.chunks = chunks
         tail = translator.close()
         outcome = translator.outcome
         if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:

@@ -47,6 +47,8 @@ class Body:
     ``waiting``: when the read now waiting began (``time.monotonic()``), ``0.0`` while none
     waits; the reader sets it around each read, and an ``IdleWatch`` reads it."""
 
+    __slots__ = ("_content", "_pieces", "_protocol", "read", "waiting")
+
     def __init__(self, response: httpx.Response) -> None:
         self._pieces: AsyncIterator[bytes] | None = None
         self._content: aiohttp.StreamReader | None = None

@@ -31,6 +31,8 @@ class SseReader:
     complete before that line are handed out first (``failure`` is set, the caller raises it
     after them)."""
 
+    __slots__ = ("_cr", "_data", "_event", "_line", "_max_line", "failure")
+
     def __init__(self, max_line: int) -> None:
         self._max_line = max_line
         self._line = b""  # the line begun, not yet ended

@@ -246,6 +246,8 @@ class LoopTurns:
     stream pays no extra turn per token; a read of data already buffered returns at once, and
     a reader that only ever finds data waiting yields every ``YIELD_INTERVAL``."""
 
+    __slots__ = ("_turn",)
+
     def __init__(self) -> None:
         self._turn = time.monotonic()
 
