@@ -24,36 +24,31 @@ _ENCODER = EventEncoder()
 _PLAIN = {"type", "message_id", "delta", "tool_call_id"}
 
 
-_TEXT_KINDS = {
-    TextMessageContentEvent: "TEXT_MESSAGE_CONTENT",
-    ReasoningMessageContentEvent: "REASONING_MESSAGE_CONTENT",
+#: The three delta events: their type, their id field as written, and as pydantic names it.
+_DELTA_KINDS = {
+    TextMessageContentEvent: ("TEXT_MESSAGE_CONTENT", "messageId", "message_id"),
+    ReasoningMessageContentEvent: ("REASONING_MESSAGE_CONTENT", "messageId", "message_id"),
+    ToolCallArgsEvent: ("TOOL_CALL_ARGS", "toolCallId", "tool_call_id"),
 }
 
 
 def encode_event(event: BaseEvent) -> str:
     """One ``data: {json}\\n\\n`` frame (LF only, camelCase, no nulls)."""
-    kind = type(event)
-    name = _TEXT_KINDS.get(kind)
-    if name is not None:
-        if _plain(event):
-            return (
-                f'data: {{"type":"{name}","messageId":'
-                f"{encode_basestring(event.message_id)},"  # type: ignore[attr-defined]
-                f'"delta":{encode_basestring(event.delta)}}}\n\n'  # type: ignore[attr-defined]
-            )
-    elif kind is ToolCallArgsEvent and _plain(event):
+    delta = _DELTA_KINDS.get(type(event))
+    # Only the fields we set ourselves: no timestamp, raw event, metadata, subagent or extras
+    # (pydantic's own attributes: its model_fields_set and model_extra read them).
+    if (
+        delta is not None
+        and event.__pydantic_fields_set__ <= _PLAIN
+        and not event.__pydantic_extra__
+    ):
+        name, field, attribute = delta
         return (
-            'data: {"type":"TOOL_CALL_ARGS","toolCallId":'
-            f"{encode_basestring(event.tool_call_id)},"  # type: ignore[attr-defined]
+            f'data: {{"type":"{name}","{field}":'
+            f"{encode_basestring(getattr(event, attribute))},"
             f'"delta":{encode_basestring(event.delta)}}}\n\n'  # type: ignore[attr-defined]
         )
     return _ENCODER.encode(event)
-
-
-def _plain(event: BaseEvent) -> bool:
-    # Only the fields we set ourselves: no timestamp, raw event, metadata, subagent or extras.
-    # (pydantic's own attributes: its properties model_fields_set and model_extra read them.)
-    return event.__pydantic_fields_set__ <= _PLAIN and not event.__pydantic_extra__
 
 
 # A lone UTF-16 surrogate: JSON can escape one ("\\ud800"), UTF-8 cannot encode it (json.loads

@@ -116,6 +116,8 @@ _RUN_ENDS = (RunFinishedEvent, RunErrorEvent)
 class FrameWriter:
     """Encodes the events of one run as SSE frames for its client."""
 
+    __slots__ = ("_redactor", "_shapes", "_texts", "protocol")
+
     def __init__(self, redactor: Redactor, protocol: ClientProtocol = "1.0") -> None:
         self.protocol = protocol
         # Decided once per run, not per event: most events are model words, and most bridges

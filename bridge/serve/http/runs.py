@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from ag_ui.core import BaseEvent, Message, RunAgentInput
+from ag_ui.core import BaseEvent, Message, RunAgentInput, RunErrorEvent, RunFinishedEvent
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -28,6 +28,8 @@ from bridge.serve.run.request import build_chat_request, build_responses_request
 from bridge.serve.run.resume import settle_approvals
 from bridge.serve.tools.state import UPDATE_STATE, RunState, shares_state
 from bridge.serve.upstream.recording import RunRecord
+
+_RUN_ENDS = (RunFinishedEvent, RunErrorEvent)
 
 
 async def run(bridge: Bridge, request: Request) -> Response:
@@ -106,7 +108,7 @@ class _Frames:
     client (redacted, shaped for its protocol), recorded with ``--record``, held in the
     response's sink until the run flushes."""
 
-    __slots__ = ("_add", "_frames", "_record", "_sent", "flush")
+    __slots__ = ("_add", "_first", "_frames", "_record", "_sent", "flush")
 
     def __init__(
         self,
@@ -117,10 +119,15 @@ class _Frames:
     ) -> None:
         self._add, self._frames, self._sent = sink.add, writer.frames, observe.sent
         self._record = record
+        self._first = True
         self.flush = sink.flush
 
     def write(self, batch: Sequence[BaseEvent]) -> None:
-        self._sent(batch)
+        # The observation reads a run's first batch and its end (RunObservation.sent): the
+        # batches between, most of them one token's, leave it untouched.
+        if self._first or (batch and isinstance(batch[-1], _RUN_ENDS)):
+            self._first = False
+            self._sent(batch)
         text = self._frames(batch)
         if self._record is not None:
             self._record.frames(text)

@@ -40,7 +40,7 @@ from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
 from bridge.core.parts import Part
 from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
-from bridge.serve.observe.observation import RunObservation, Telemetry
+from bridge.serve.observe.observation import RunObservation, Telemetry, TurnObservation
 from bridge.serve.run.output import RunOutput
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
@@ -260,8 +260,30 @@ def _next_body(
 
 
 class _Turn:
-    """One upstream request and the model's turn it streams: ``events()`` yields its batches;
-    afterwards ``outcome`` and ``error`` say how it ended."""
+    """One upstream request and the model's turn it streams: ``run()`` writes its batches;
+    afterwards ``outcome`` and ``error`` say how it ended.
+
+    Each chunk is taken as it arrives (``_take``, what the upstream read calls): what it reads
+    per token is this object's own slots, as few cache lines as it can be (under load each
+    object a token touches costs more than the work done with it, ``benchmarks/README.md``)."""
+
+    __slots__ = (
+        "_body",
+        "_chunks",
+        "_content",
+        "_feed",
+        "_first",
+        "_observe",
+        "_path",
+        "_run_id",
+        "_translator",
+        "_upstream",
+        "_watch",
+        "_write",
+        "error",
+    )
+    _watch: TurnObservation  # set by run()
+    _write: Callable[[Sequence[BaseEvent]], None]
 
     def __init__(
         self,
@@ -283,51 +305,49 @@ class _Turn:
         if api == "responses":
             decode, self._path = ResponsesDecoder().decode, "/responses"
         self._translator = ChatStreamTranslator(options, tool_names=tools, decode=decode)
+        self._feed = self._translator.feed
+        self._content = observe.capture_content
+        self._chunks = 0  # the chunks read
+        self._first = True  # the first output is still to be told
         self.error: BridgeError | None = None
 
     @property
     def outcome(self) -> TurnOutcome:
         return self._translator.outcome
 
+    def _take(self, chunk: Chunk) -> bool:
+        """One chunk, as it arrives: its events written at once; true once the answer is
+        complete (whatever a server sends after is not ours)."""
+        events = self._feed(chunk)
+        if events:
+            if self._first:
+                self._first = False
+                self._watch.output()
+            if self._content:
+                self._watch.content(events)
+            self._write(events)
+        if type(chunk) is str and chunk == DONE:
+            return True
+        self._chunks += 1
+        return False
+
     async def run(self, out: RunOutput, transcript: Transcript | None) -> None:
         """Stream the turn into ``out`` (and ``transcript``, when the run keeps one)."""
         translator = self._translator
         error: BridgeError | None = None
-        watch = self._observe.turn(self._body)
-        content = self._observe.capture_content
-        write: Callable[[Sequence[BaseEvent]], None] = out.write
+        watch = self._watch = self._observe.turn(self._body)
+        self._write = out.write
         if transcript is not None:
-            kept = transcript
 
             def write_kept(events: Sequence[BaseEvent]) -> None:
-                kept.add(events)
+                transcript.add(events)
                 out.write(events)
 
-            write = write_kept
-
-        chunks, first = 0, True  # the chunks read; whether the first output is to be told
-
-        def take(chunk: Chunk) -> bool:
-            """One chunk, as it arrives: its events written at once; true once the answer is
-            complete (whatever a server sends after is not ours)."""
-            nonlocal chunks, first
-            events = translator.feed(chunk)
-            if events:
-                if first:
-                    first = False
-                    watch.output()
-                if content:
-                    watch.content(events)
-                write(events)
-            if type(chunk) is str and chunk == DONE:
-                return True
-            chunks += 1
-            return False
-
+            self._write = write_kept
         try:
             # A client that goes away cancels us here, and the upstream request is closed at once.
             await self._upstream.stream_into(
-                self._body, take, path=self._path, observe=watch, flush=out.flush
+                self._body, self._take, path=self._path, observe=watch, flush=out.flush
             )
         except BridgeError as exc:
             error = exc
@@ -335,10 +355,10 @@ class _Turn:
             logger.exception("run %s failed", self._run_id)
             error = InternalError("the bridge failed while handling this run; see its log")
         except BaseException:  # cancelled (the client went away): the turn's span ends too
-            watch.chunks = chunks
+            watch.chunks = self._chunks
             watch.end(translator.outcome, None, cancelled=True)
             raise
-        watch.chunks = chunks
+        watch.chunks = self._chunks
         tail = translator.close()
         outcome = translator.outcome
         if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:
@@ -346,7 +366,7 @@ class _Turn:
         self.error = error or outcome.error
         watch.end(outcome, self.error)
         if tail:
-            write(tail)
+            self._write(tail)
 
 
 async def _send(out: RunOutput, batch: Sequence[BaseEvent]) -> None:
