@@ -109,8 +109,8 @@ class Recorder:
         try:
             yield record
         finally:
-            # The frames generator is closed by the task that iterated it; if it is finalised
-            # elsewhere, the variable dies with its task anyway.
+            # Ended by the task that wrote the run's frames; ended elsewhere, the variable dies
+            # with that task anyway.
             with contextlib.suppress(ValueError):
                 CURRENT_RECORD.reset(token)
             record.close()
