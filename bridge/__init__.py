@@ -34,14 +34,8 @@ from bridge.core.errors import (
     UpstreamTruncatedError,
 )
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter
-from bridge.core.translate import (
-    DONE,
-    ChatStreamTranslator,
-    TranslateOptions,
-    TurnOutcome,
-    atranslate_chat_stream,
-    translate_chat_stream,
-)
+from bridge.core.streams import atranslate_chat_stream, translate_chat_stream
+from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
 
 if TYPE_CHECKING:
     from bridge.config import BridgeConfig

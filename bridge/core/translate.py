@@ -1,37 +1,24 @@
 """The pure pipeline for Chat Completions: chunk → decode → reasoning-tag filter → emitter.
 
 ``ChatStreamTranslator`` holds one turn's state (``feed(chunk)`` / ``close()``);
-``translate_chat_stream`` and ``atranslate_chat_stream`` drive it over an iterable. No I/O.
+``bridge.core.streams`` drives it over a whole stream. No I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import (
-    AsyncIterable,
-    AsyncIterator,
     Callable,
     Collection,
-    Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ag_ui.core import (
-    BaseEvent,
-    TokenUsage,
-)
+from ag_ui.core import BaseEvent, TokenUsage
 
 from bridge.core.decode import decode_chat_chunk, one_text_field
-from bridge.core.emitter import (
-    EventEmitter,
-    IdFactory,
-    random_id,
-    reasoning_content,
-    text_content,
-)
+from bridge.core.emitter import EventEmitter, IdFactory, random_id, reasoning_content, text_content
 from bridge.core.errors import BridgeError, UpstreamProtocolError, UpstreamTruncatedError
 from bridge.core.parts import (
     BrokenToolCall,
@@ -373,46 +360,3 @@ class ChatStreamTranslator:
         if self._text_tools is not None:
             self._route_text_tools(self._text_tools.close(), out)
         self._emitter.close(out)
-
-
-def translate_chat_stream(
-    chunks: Iterable[Chunk],
-    options: TranslateOptions | None = None,
-    *,
-    new_id: IdFactory = random_id,
-    tool_names: ToolNames = (),
-) -> Iterator[BaseEvent]:
-    """Translate a whole stream; a ``BridgeError`` is raised after the last event."""
-    translator = ChatStreamTranslator(options, new_id=new_id, tool_names=tool_names)
-    try:
-        for chunk in chunks:
-            yield from translator.feed(chunk)
-    except BridgeError:
-        yield from translator.close()
-        raise
-    yield from translator.close()
-    if translator.outcome.error is not None:
-        raise translator.outcome.error
-
-
-async def atranslate_chat_stream(
-    chunks: AsyncIterable[Chunk],
-    options: TranslateOptions | None = None,
-    *,
-    new_id: IdFactory = random_id,
-    tool_names: ToolNames = (),
-) -> AsyncIterator[BaseEvent]:
-    """The async form of ``translate_chat_stream``, driving the same ``ChatStreamTranslator``."""
-    translator = ChatStreamTranslator(options, new_id=new_id, tool_names=tool_names)
-    try:
-        async for chunk in chunks:
-            for event in translator.feed(chunk):
-                yield event
-    except BridgeError:
-        for event in translator.close():
-            yield event
-        raise
-    for event in translator.close():
-        yield event
-    if translator.outcome.error is not None:
-        raise translator.outcome.error

@@ -35,21 +35,19 @@ from ag_ui.core import (
 )
 
 from bridge.config import UpstreamApi
-from bridge.core.decode import decode_chat_chunk
-from bridge.core.decode_responses import ResponsesDecoder
-from bridge.core.errors import BridgeError, InternalError, UpstreamTruncatedError
-from bridge.core.parts import Part
-from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, TurnOutcome
-from bridge.serve.observe.observation import RunObservation, Telemetry, TurnObservation
+from bridge.core.errors import BridgeError, InternalError
+from bridge.core.translate import TranslateOptions, TurnOutcome
+from bridge.serve.observe.observation import RunObservation, Telemetry
 from bridge.serve.run.output import RunOutput
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
+from bridge.serve.run.turn import Turn
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
 from bridge.serve.tools.claims import ApprovalStoreError
 from bridge.serve.tools.results import with_after
 from bridge.serve.tools.server_tools import ServerTools
 from bridge.serve.tools.state import RUN_STATE, RunState
-from bridge.serve.upstream.client import Chunk, UpstreamClient
+from bridge.serve.upstream.client import UpstreamClient
 
 logger = logging.getLogger("agui_bridge")
 
@@ -199,8 +197,8 @@ async def _run(
         await _send(out, [_error(run_input, error)])
         return
     while True:
-        turn = _Turn(body, upstream, options, api, run_input.run_id, observe)
-        await turn.run(out, transcript if loop is not None else None)
+        turn = Turn(body, upstream, options, api, run_input.run_id, observe)
+        await turn.run(out if loop is None else _Kept(out, transcript))
         if turn.error is not None:
             await _send(out, [_error(run_input, turn.error)])
             return
@@ -259,114 +257,19 @@ def _next_body(
         return None
 
 
-class _Turn:
-    """One upstream request and the model's turn it streams: ``run()`` writes its batches;
-    afterwards ``outcome`` and ``error`` say how it ended.
+class _Kept:
+    """A run's output that keeps each batch in the run's transcript too (the tool loop builds
+    the next request from it)."""
 
-    Each chunk is taken as it arrives (``_take``, what the upstream read calls): what it reads
-    per token is this object's own slots, as few cache lines as it can be (under load each
-    object a token touches costs more than the work done with it, ``benchmarks/README.md``)."""
+    __slots__ = ("_out", "_transcript", "flush")
 
-    __slots__ = (
-        "_body",
-        "_chunks",
-        "_content",
-        "_feed",
-        "_first",
-        "_observe",
-        "_path",
-        "_run_id",
-        "_translator",
-        "_upstream",
-        "_watch",
-        "_write",
-        "error",
-    )
-    _watch: TurnObservation  # set by run()
-    _write: Callable[[Sequence[BaseEvent]], None]
+    def __init__(self, out: RunOutput, transcript: Transcript) -> None:
+        self._out, self._transcript = out, transcript
+        self.flush = out.flush
 
-    def __init__(
-        self,
-        body: dict[str, Any],
-        upstream: UpstreamClient,
-        options: TranslateOptions,
-        api: UpstreamApi,
-        run_id: str,
-        observe: RunObservation,
-    ) -> None:
-        self._body = body
-        self._upstream = upstream
-        self._run_id = run_id
-        self._observe = observe
-        functions = [tool.get("function", tool) for tool in body.get("tools", ())]
-        tools = {function["name"]: function.get("parameters") or {} for function in functions}
-        decode: Callable[[dict[str, Any]], list[Part]] = decode_chat_chunk
-        self._path = "/chat/completions"
-        if api == "responses":
-            decode, self._path = ResponsesDecoder().decode, "/responses"
-        self._translator = ChatStreamTranslator(options, tool_names=tools, decode=decode)
-        self._feed = self._translator.feed
-        self._content = observe.capture_content
-        self._chunks = 0  # the chunks read
-        self._first = True  # the first output is still to be told
-        self.error: BridgeError | None = None
-
-    @property
-    def outcome(self) -> TurnOutcome:
-        return self._translator.outcome
-
-    def _take(self, chunk: Chunk) -> bool:
-        """One chunk, as it arrives: its events written at once; true once the answer is
-        complete (whatever a server sends after is not ours)."""
-        events = self._feed(chunk)
-        if events:
-            if self._first:
-                self._first = False
-                self._watch.output()
-            if self._content:
-                self._watch.content(events)
-            self._write(events)
-        if type(chunk) is str and chunk == DONE:
-            return True
-        self._chunks += 1
-        return False
-
-    async def run(self, out: RunOutput, transcript: Transcript | None) -> None:
-        """Stream the turn into ``out`` (and ``transcript``, when the run keeps one)."""
-        translator = self._translator
-        error: BridgeError | None = None
-        watch = self._watch = self._observe.turn(self._body)
-        self._write = out.write
-        if transcript is not None:
-
-            def write_kept(events: Sequence[BaseEvent]) -> None:
-                transcript.add(events)
-                out.write(events)
-
-            self._write = write_kept
-        try:
-            # A client that goes away cancels us here, and the upstream request is closed at once.
-            await self._upstream.stream_into(
-                self._body, self._take, path=self._path, observe=watch, flush=out.flush
-            )
-        except BridgeError as exc:
-            error = exc
-        except Exception:  # a bug of ours: the client gets a clean RUN_ERROR, the log the traceback
-            logger.exception("run %s failed", self._run_id)
-            error = InternalError("the bridge failed while handling this run; see its log")
-        except BaseException:  # cancelled (the client went away): the turn's span ends too
-            watch.chunks = self._chunks
-            watch.end(translator.outcome, None, cancelled=True)
-            raise
-        watch.chunks = self._chunks
-        tail = translator.close()
-        outcome = translator.outcome
-        if isinstance(error, UpstreamTruncatedError) and outcome.finish_reason is not None:
-            error = None  # cut after the answer was complete: only the usage chunk can be missing
-        self.error = error or outcome.error
-        watch.end(outcome, self.error)
-        if tail:
-            self._write(tail)
+    def write(self, batch: Sequence[BaseEvent]) -> None:
+        self._transcript.add(batch)
+        self._out.write(batch)
 
 
 async def _send(out: RunOutput, batch: Sequence[BaseEvent]) -> None:
