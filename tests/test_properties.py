@@ -410,11 +410,6 @@ def sse_bodies(draw: st.DrawFn, chunks: list[Any]) -> bytes:
     return "".join(frames).encode()
 
 
-def read_sse(pieces: Iterable[bytes]) -> list[Any]:
-    """The chunks of a body arriving in ``pieces``, read the way the bridge reads upstream."""
-    return sse_chunks_from_bytes(pieces)
-
-
 def byte_splits(body: bytes) -> st.SearchStrategy[list[bytes]]:
     """``body`` cut anywhere, favouring the hard places: inside a UTF-8 character, after CR."""
     hard = [i for i in range(1, len(body)) if body[i] >> 6 == 0b10 or body[i - 1] == ord("\r")]
@@ -428,8 +423,8 @@ def byte_splits(body: bytes) -> st.SearchStrategy[list[bytes]]:
 def test_sse_body_split_at_any_byte(stream: Stream, data: st.DataObject) -> None:
     body = data.draw(sse_bodies(stream.chunks), label="body")
     pieces = data.draw(byte_splits(body), label="pieces")
-    whole = run(read_sse([body]), stream.options)
-    result = run(read_sse(pieces), stream.options)
+    whole = run(sse_chunks_from_bytes([body]), stream.options)
+    result = run(sse_chunks_from_bytes(pieces), stream.options)
     assert result.wire == whole.wire
     assert_shows(result, stream)
 

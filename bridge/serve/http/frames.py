@@ -42,7 +42,6 @@ from ag_ui.core import (
     BaseEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
-    RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
@@ -54,6 +53,7 @@ from ag_ui.core import (
 from bridge.config import AguiProtocolSetting
 from bridge.core.encode import encode_event
 from bridge.serve.redact import Redactor, StreamRedactor
+from bridge.serve.run.output import RUN_ENDS
 from bridge.serve.tools.results import ServerToolResult
 
 ClientProtocol = Literal["1.0", "0.0"]
@@ -110,7 +110,6 @@ _TEXT_ENDS: Mapping[type[BaseEvent], type[BaseEvent]] = {
     ReasoningMessageEndEvent: ReasoningMessageContentEvent,
     ToolCallEndEvent: ToolCallArgsEvent,
 }
-_RUN_ENDS = (RunFinishedEvent, RunErrorEvent)
 
 
 class FrameWriter:
@@ -129,11 +128,7 @@ class FrameWriter:
 
     def frames(self, events: Sequence[BaseEvent]) -> str:
         if len(events) == 1:  # most batches: one token's event
-            event = events[0]
-            kind = type(event)
-            if self._redactor is None and kind in _MODEL_WORDS and kind not in self._shapes:
-                return encode_event(event)  # the model's words, as they are: one step
-            return self.frame(event)
+            return self.frame(events[0])
         return "".join([self.frame(event) for event in events])
 
     def frame(self, event: BaseEvent) -> str:
@@ -145,8 +140,9 @@ class FrameWriter:
             assert isinstance(event, ServerToolResult)
             return event.frame
         redactor = self._redactor
-        if redactor is None:
-            return self._shaped(event)
+        if redactor is None:  # most runs: the event as the client's line wants it, in one step
+            shape = self._shapes.get(kind)
+            return encode_event(event if shape is None else shape(event))
         field = _MODEL_WORDS.get(kind)
         if field is not None:
             return self._model_words(event, field, redactor)
@@ -154,7 +150,7 @@ class FrameWriter:
         if kind in _TEXT_ENDS:
             content = _TEXT_ENDS[kind]
             released = self._release(content, getattr(event, _MODEL_WORDS[content]))
-        elif kind in _RUN_ENDS and self._texts:  # an error may end a run with texts open
+        elif kind in RUN_ENDS and self._texts:  # an error may end a run with texts open
             released = "".join([self._release(*key) for key in list(self._texts)])
         return released + redactor.redact(self._shaped(event))
 

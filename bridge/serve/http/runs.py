@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from ag_ui.core import BaseEvent, Message, RunAgentInput, RunErrorEvent, RunFinishedEvent
+from ag_ui.core import BaseEvent, Message, RunAgentInput
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -24,12 +24,11 @@ from bridge.serve.http.run_input import read_run_input
 from bridge.serve.http.stream import EventStreamResponse, FrameSink
 from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
+from bridge.serve.run.output import RUN_ENDS
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
 from bridge.serve.run.resume import settle_approvals
 from bridge.serve.tools.state import UPDATE_STATE, RunState, shares_state
 from bridge.serve.upstream.recording import RunRecord
-
-_RUN_ENDS = (RunFinishedEvent, RunErrorEvent)
 
 
 async def run(bridge: Bridge, request: Request) -> Response:
@@ -125,7 +124,7 @@ class _Frames:
     def write(self, batch: Sequence[BaseEvent]) -> None:
         # The observation reads a run's first batch and its end (RunObservation.sent): the
         # batches between, most of them one token's, leave it untouched.
-        if self._first or (batch and isinstance(batch[-1], _RUN_ENDS)):
+        if self._first or (batch and isinstance(batch[-1], RUN_ENDS)):
             self._first = False
             self._sent(batch)
         text = self._frames(batch)

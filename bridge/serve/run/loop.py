@@ -38,7 +38,7 @@ from bridge.config import UpstreamApi
 from bridge.core.errors import BridgeError, InternalError
 from bridge.core.translate import TranslateOptions, TurnOutcome
 from bridge.serve.observe.observation import RunObservation, Telemetry
-from bridge.serve.run.output import RunOutput
+from bridge.serve.run.output import RUN_ENDS, RunOutput
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.run.turn import Turn
@@ -128,13 +128,9 @@ class _WithState:
         self.flush = out.flush
 
     def write(self, batch: Sequence[BaseEvent]) -> None:
-        if self._state.changed and batch and _terminal(batch[-1]):
+        if self._state.changed and batch and isinstance(batch[-1], RUN_ENDS):
             batch = [*batch[:-1], self._state.snapshot(), batch[-1]]
         self._out.write(batch)
-
-
-def _terminal(event: BaseEvent) -> bool:
-    return isinstance(event, RunFinishedEvent | RunErrorEvent)
 
 
 async def _run(

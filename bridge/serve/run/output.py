@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent
+
+#: The events that end a run: exactly one of them is its last.
+RUN_ENDS = (RunFinishedEvent, RunErrorEvent)
 
 
 class RunOutput(Protocol):

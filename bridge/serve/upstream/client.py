@@ -118,11 +118,16 @@ class UpstreamClient:
             chat = path == "/chat/completions"
             charset = _charset(response)
             reader = SseReader(self._config.max_line_bytes)
-            turns, clock = LoopTurns(), time.monotonic
+            clock = time.monotonic
             piece_of = Body(response)
             watched = piece_of.own_idle_timeout()
+            # Read from aiohttp's buffer, nothing under the loop lets the event loop in: the
+            # loop does (``LoopTurns``). Any other body is read through the transport's
+            # ``YieldingStream``, which does already.
+            turns = None
             if watched:
                 self._idle.add(piece_of)
+                turns = LoopTurns()
             try:
                 while True:
                     if flush is not None:
@@ -141,7 +146,7 @@ class UpstreamClient:
                             return  # complete: whatever a server sends after is not ours
                     if reader.failure is not None:
                         raise reader.failure
-                    if turns.due(before, after):
+                    if turns is not None and turns.due(before, after):
                         await asyncio.sleep(0)
             finally:
                 if watched:
