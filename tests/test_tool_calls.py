@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from bridge import UpstreamProtocolError
 from helpers import chunk, run, tool_delta
@@ -124,6 +126,20 @@ def test_duplicate_upstream_ids_are_made_unique() -> None:
     )
     ids = result.outcome.tool_call_ids
     assert ids[0] == "same" and ids[1] != "same"
+
+
+@given(st.lists(st.sampled_from(["a", "a_1", "a_2", "a_3", "a_1_3", "b"]), max_size=12))
+@example(["a", "a_2", "a"])
+def test_every_call_of_a_turn_has_an_id_of_its_own_whatever_ids_the_upstream_repeats(
+    ids: list[str],
+) -> None:
+    """Issue 40, finding 1: a new id for a repeated one never collides with one the upstream
+    gives later or gave before (``a``, ``a_2``, ``a`` made two calls ``a_2``)."""
+    deltas = [tool_delta(i, id=call_id, name=f"f{i}", args="{}") for i, call_id in enumerate(ids)]
+    result = run([*deltas, _finish()])
+    assert len(set(result.outcome.tool_call_ids)) == len(ids)
+    assert [name for name, _ in result.tool_calls] == [f"f{i}" for i in range(len(ids))]
+    assert result.outcome.tool_call_ids[:1] == tuple(ids[:1])
 
 
 def test_arguments_without_a_name_are_an_error_not_a_silent_loss() -> None:
