@@ -3,8 +3,10 @@ the interrupt as AG-UI carries it, and reading a resume."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -21,14 +23,13 @@ from ag_ui.encoder import EventEncoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bridge.serve.run import resume as resume_module
 from bridge.serve.tools.approvals import (
     MIN_SECRET_BYTES,
-    RESPONSE_SCHEMA,
     TOKEN_PREFIX,
     InterruptExpiredError,
     InterruptInvalidError,
     InterruptUnresolvedError,
-    interrupt_for,
     iso_utc,
     needs_approval,
     new_secret,
@@ -36,6 +37,8 @@ from bridge.serve.tools.approvals import (
     sign_interrupt,
     verify_interrupt,
 )
+from bridge.serve.tools.question import RESPONSE_SCHEMA, interrupt_for, repeated_key
+from bridge.serve.tools.results import BIG_RESULT
 
 SECRET = b"approvals-test-secret-0123456789"
 NOW = datetime(2026, 4, 20, 17, 0, 0, tzinfo=UTC)
@@ -349,6 +352,39 @@ def test_long_arguments_are_cut(size: int):
     assert message.startswith('Run mail__send({"text": "xxx')
     assert message.endswith("…)?")
     assert len(message) == len("Run mail__send()?") + 200
+
+
+@pytest.mark.parametrize(
+    ("arguments", "key"),
+    [
+        ('{"to": "a", "to": "b"}', "to"),
+        ('{"to": "a", "t\\u006f": "b"}', "to"),  # one key, spelled twice
+        ('{"list": [1, {"deep": {"x": 1, "x": 2}}]}', "x"),
+        ('{"to": "a", "cc": {"to": "b"}}', None),  # one key in each of two objects
+        ("", None),
+        ("not json", None),
+        ("[" * 100_000, None),  # too deep for the parser: the tool refuses it anyway
+    ],
+)
+def test_a_key_given_twice_is_found_at_any_depth(arguments: str, key: str | None):
+    assert repeated_key(arguments) == key
+
+
+def test_a_big_call_is_checked_off_the_event_loop(monkeypatch: pytest.MonkeyPatch):
+    """Issue 40, finding 1: the check parses the arguments, which may be megabytes: in a
+    worker thread, as a big tool result is made ready."""
+    seen: list[str] = []
+
+    def watched(arguments: str) -> str | None:
+        seen.append(threading.current_thread().name)
+        return repeated_key(arguments)
+
+    monkeypatch.setattr(resume_module, "repeated_key", watched)
+    approvals = resume_module.Approvals(secret=SECRET)
+    big = '{"text": "' + "x" * BIG_RESULT + '", "text": "y"}'
+    refused = asyncio.run(approvals.unaskable([call("small"), call("big", arguments=big)]))
+    assert list(refused) == ["big"] and '"text"' in refused["big"]
+    assert seen[0] == threading.main_thread().name and seen[1] != seen[0]
 
 
 # -- reading a resume ------------------------------------------------------------------------

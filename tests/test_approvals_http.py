@@ -27,8 +27,8 @@ from bridge.cli.parser import build_parser
 from bridge.cli.settings import config_from_args
 from bridge.serve.http.app import create_app
 from bridge.serve.run.resume import APPROVED_STATEMENT, UNANSWERED_STATEMENT, settle_approvals
-from bridge.serve.tools.approvals import RESPONSE_SCHEMA
 from bridge.serve.tools.python_tools import requires_approval
+from bridge.serve.tools.question import RESPONSE_SCHEMA
 from servers import TOOLS as FRONTEND_TOOLS
 from servers import Stack, messages_from, post, run_input, scripted_config, scripted_stack, serve
 

@@ -223,6 +223,13 @@ async def _run(
             async for result in results:
                 transcript.add([result])
                 await _send(out, with_after(result))
+        unaskable = await approvals.unaskable(waiting)  # the model reads why, nothing runs
+        for call in (call for call in waiting if call.id in unaskable):
+            observe.tool_calls_left([call.function.name], "error")
+            refused = await loop.tools.answer(call.id, unaskable[call.id])
+            transcript.add([refused])
+            await _send(out, [refused])
+        waiting = [call for call in waiting if call.id not in unaskable]
         frontend = [call for call in calls if call.function.name not in loop.tools]
         observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile

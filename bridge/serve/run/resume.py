@@ -15,12 +15,15 @@ upstream with a result, a short statement of what happened.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
+import anyio.to_thread
 from ag_ui.core import (
     AssistantMessage,
     FunctionCall,
@@ -36,8 +39,8 @@ from ag_ui.core import (
 from bridge.serve.observe.observation import RunObservation
 from bridge.serve.tools.approvals import (
     Decision,
+    InterruptInvalidError,
     decision_from,
-    interrupt_for,
     read_resume,
     sign_interrupt,
 )
@@ -47,6 +50,8 @@ from bridge.serve.tools.claims import (
     MemoryClaims,
     claim_key,
 )
+from bridge.serve.tools.question import interrupt_for, repeated_key
+from bridge.serve.tools.results import BIG_RESULT
 from bridge.serve.tools.server_tools import ServerTools
 
 #: An answer longer than this is no approval payload (those are a few dozen bytes, or an edit).
@@ -107,6 +112,27 @@ class Approvals:
             interrupts.append(interrupt_for(held, token, expires_at))
         return RunFinishedInterruptOutcome(interrupts=interrupts)
 
+    async def unaskable(self, calls: Sequence[ToolCall]) -> dict[str, str]:
+        """The waiting calls no person can be asked about, by id, with what the model reads
+        instead: arguments whose JSON gives a key twice (the question would show one value, the
+        tool get the other: ``tools.question``). Checked on the arguments as the client will
+        hold them, which are the ones that run; off the event loop when they are big."""
+        refused: dict[str, str] = {}
+        for call in calls:
+            check = partial(self._repeated_key, call.function.arguments)
+            big = len(call.function.arguments) >= BIG_RESULT
+            key = await anyio.to_thread.run_sync(check) if big else check()
+            if key is not None:
+                refused[call.id] = (
+                    f"Not run: the arguments give the key {json.dumps(key)} more than once, and a "
+                    "person cannot be asked to approve a call that says two things. Call it "
+                    "again with each key once."
+                )
+        return refused
+
+    def _repeated_key(self, arguments: str) -> str | None:
+        return repeated_key(self.redact(arguments))
+
     def decisions(self, run_input: RunAgentInput, waits: Callable[[str], bool]) -> list[Decision]:
         """The person's answers to the calls that wait in this history (none: ``[]``); raises
         ``InterruptError`` for a resume that cannot be acted on (``read_resume``)."""
@@ -141,7 +167,12 @@ def approval_payload(message: ToolMessage) -> dict[str, Any] | None:
 
 def waiting_calls(messages: Sequence[Message], waits: Callable[[str], bool]) -> list[ToolCall]:
     """The calls that wait for a person: calls of tools under approval in the last assistant
-    message since the last user message, with no result (an approval payload is none)."""
+    message since the last user message, with no result (an approval payload is none).
+
+    ``InterruptInvalidError`` when that message holds a call under approval twice, under one
+    id: one id is one decision and one run (the bridge never gives two calls of a turn one
+    id; a history that does was written to run a call once per copy, or to put another call
+    in the place of the one a person was asked about)."""
     start = 0
     for index in range(len(messages) - 1, -1, -1):
         if isinstance(messages[index], UserMessage):
@@ -156,16 +187,20 @@ def waiting_calls(messages: Sequence[Message], waits: Callable[[str], bool]) -> 
         return []
     assistant = messages[last]
     assert isinstance(assistant, AssistantMessage)
+    calls = assistant.tool_calls or ()
+    ids = Counter(call.id for call in calls)
+    repeated = next((c.id for c in calls if ids[c.id] > 1 and waits(c.function.name)), None)
+    if repeated is not None:
+        raise InterruptInvalidError(
+            f"the history holds the tool call {repeated} more than once in one assistant "
+            "message: a call under approval has one id of its own"
+        )
     answered = {
         message.tool_call_id
         for message in messages[last + 1 :]
         if isinstance(message, ToolMessage) and approval_payload(message) is None
     }
-    return [
-        call
-        for call in assistant.tool_calls or ()
-        if waits(call.function.name) and call.id not in answered
-    ]
+    return [call for call in calls if waits(call.function.name) and call.id not in answered]
 
 
 def settle_approvals(

@@ -1,12 +1,12 @@
 """A person approves server tools before they run: AG-UI interrupts, signed, stateless. Pure.
 
 A call to a tool under ``--approve`` ends the run with ``RUN_FINISHED.outcome = {"type":
-"interrupt", "interrupts": [...]}`` (``interrupt_for``), one interrupt per waiting call; the
-next run answers in ``RunAgentInput.resume`` (``read_resume``). Nothing is stored between the
-two: the interrupt's id is a token (``sign_interrupt``) whose HMAC-SHA256, under the bridge's
-secret, binds the thread, the call's id, the tool's name, a digest of the arguments and the
-expiry. The resumed run finds the call in the history the client sends back, and the token
-holds only if that call is the one that was signed, byte for byte.
+"interrupt", "interrupts": [...]}`` (``question.interrupt_for``), one interrupt per waiting
+call; the next run answers in ``RunAgentInput.resume`` (``read_resume``). Nothing is stored
+between the two: the interrupt's id is a token (``sign_interrupt``) whose HMAC-SHA256, under
+the bridge's secret, binds the thread, the call's id, the tool's name, a digest of the
+arguments and the expiry. The resumed run finds the call in the history the client sends
+back, and the token holds only if that call is the one that was signed, byte for byte.
 
 Token: ``int1.<payload>.<mac>``, both parts base64url without padding. The payload is the JSON
 ``{"c": <tool call id>, "e": <expiry, Unix seconds>, "n": <nonce>}`` (read before the check,
@@ -26,7 +26,6 @@ all. The price: a client that re-serialises the arguments gets ``interrupt_inval
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import hmac
 import json
@@ -38,7 +37,7 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from ag_ui.core import Interrupt, ResumeEntry, ToolCall
+from ag_ui.core import ResumeEntry, ToolCall
 
 from bridge.core.errors import BridgeError
 
@@ -52,23 +51,8 @@ MAX_TOKEN_CHARS = 2048
 _LAST_SECOND = 253402300799
 #: The shortest secret accepted: 128 bits.
 MIN_SECRET_BYTES = 16
-#: How much of the arguments the interrupt's message shows.
-MESSAGE_ARGUMENT_CHARS = 200
 
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
-_WHITESPACE = re.compile(r"\s+")
-
-#: The answer a tool-call interrupt expects in ``resume[].payload``: the AG-UI docs' approve-
-#: with-edits pattern (``editedArgs`` replaces the arguments whole), as pydantic-ai sends it.
-RESPONSE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approved": {"type": "boolean"},
-        "editedArgs": {"type": "object"},
-        "reason": {"type": "string"},
-    },
-    "required": ["approved"],
-}
 
 
 class InterruptError(BridgeError):
@@ -156,20 +140,6 @@ def verify_interrupt(
     signed = _open(secret, _parts(token), thread_id, tool_call_id, tool_name, arguments)
     _check_expiry(signed, now)
     return signed
-
-
-def interrupt_for(call: ToolCall, token: str, expires_at: datetime) -> Interrupt:
-    """The interrupt for a call that waits for a person: ``reason`` ``tool_call`` (the spec's
-    value for an approval bound to a call), its ``toolCallId``, a one-line question, the
-    answer's schema and ``expiresAt`` (the expiry the token holds)."""
-    return Interrupt(
-        id=token,
-        reason="tool_call",
-        message=f"Run {call.function.name}({_shown_arguments(call.function.arguments)})?",
-        tool_call_id=call.id,
-        response_schema=copy.deepcopy(RESPONSE_SCHEMA),  # one each: a caller may edit its own
-        expires_at=iso_utc(expires_at),
-    )
 
 
 @dataclass(frozen=True)
@@ -262,12 +232,12 @@ def read_resume(
 
 
 def decision_from(call: ToolCall, payload: Any) -> Decision:
-    """A ``resolved`` answer, held to the schema the interrupt announced, and declined when
-    it is off it: ``{"approved": "yes"}`` or an approval whose ``editedArgs`` is not an
-    object runs nothing (as pydantic-ai reads it). Declined rather than refused with
-    RUN_ERROR: @ag-ui/client keeps its pending interrupts after a RUN_ERROR, and CopilotKit
-    drops its approval card when the resumed run starts, which would leave the thread with
-    an interrupt nobody can answer any more."""
+    """A ``resolved`` answer, held to the schema the interrupt announced (``question``'s
+    ``RESPONSE_SCHEMA``), and declined when it is off it: ``{"approved": "yes"}`` or an
+    approval whose ``editedArgs`` is not an object runs nothing (as pydantic-ai reads it).
+    Declined rather than refused with RUN_ERROR: @ag-ui/client keeps its pending interrupts
+    after a RUN_ERROR, and CopilotKit drops its approval card when the resumed run starts,
+    which would leave the thread with an interrupt nobody can answer any more."""
     if not isinstance(payload, dict) or type(payload.get("approved")) is not bool:
         return Decision(call, "declined", unreadable="no 'approved': true or false")
     edited, reason = payload.get("editedArgs"), payload.get("reason")
@@ -381,14 +351,3 @@ def _b64decode(text: str) -> bytes | None:
         return None  # (a length of 4n+1 is the one the decoder would refuse)
     data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     return data if _b64encode(data) == text else None
-
-
-def _shown_arguments(arguments: str) -> str:
-    """The arguments in one line for the question: whitespace runs as one space, and cut
-    (with an ellipsis) past ``MESSAGE_ARGUMENT_CHARS``."""
-    # A prefix first: the arguments may be megabytes, the question shows a line of them.
-    head = arguments[: MESSAGE_ARGUMENT_CHARS * 8]
-    shown = _WHITESPACE.sub(" ", head).strip()
-    if len(shown) > MESSAGE_ARGUMENT_CHARS or len(head) < len(arguments):
-        shown = shown[: MESSAGE_ARGUMENT_CHARS - 1].rstrip() + "…"
-    return shown
