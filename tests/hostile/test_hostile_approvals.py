@@ -235,3 +235,40 @@ def test_the_question_shows_characters_that_do_not_show_as_escapes() -> None:
     assert interrupt["message"] == (
         'Run send_mail({"to": "\\u202emoc.live@yrallam", "subject": "hi\\u200b\\u00a0there"})?'
     )
+
+
+# --- Finding 8: a widget calls only what its server gives it ------------------------------------
+
+
+def widget_call(url: str, name: str) -> dict[str, Any]:
+    request = {"serverId": "peer", "method": "tools/call", "params": {"name": name}}
+    body = run_input(threadId="t-widget", forwardedProps={"__proxiedMCPRequest": request})
+    frames = post(url, body)
+    assert [f["type"] for f in frames] == ["RUN_STARTED", "RUN_FINISHED"]
+    return dict(frames[-1]["result"])
+
+
+@pytest.mark.parametrize("approve", [("*",), ()], ids=["approve-all", "no-approval"])
+def test_a_widget_runs_no_tool_its_server_keeps_from_it(
+    approve: tuple[str, ...], tmp_path: Path
+) -> None:
+    """Finding 8: a tool whose ``_meta.ui.visibility`` is ``[]`` (hidden from the model, so not
+    offered, so "not under approval") ran from a widget under ``--approve '*'``. A widget calls
+    a tool only when its visibility lets the app (not said, or naming ``"app"``); under
+    approval only when it names ``"app"``."""
+    pytest.importorskip("mcp")
+    ran = tmp_path / "ran.txt"
+    ran.touch()
+    with serve(create_scripted_upstream()) as upstream:
+        config = scripted_config(
+            upstream, mcp_servers={"peer": f"python {MCP_PEER} {ran}"}, approve=approve
+        )
+        with serve(create_app(config)) as url:
+            answers = {
+                name: widget_call(url, name)
+                for name in ("hidden", "model_only", "app_only", "panel")
+            }
+    allowed = {"app_only"} if approve else {"app_only", "panel"}
+    assert set(ran.read_text().split()) == allowed
+    for name, answer in answers.items():
+        assert answer.get("isError", False) is (name not in allowed), (name, answer)

@@ -47,7 +47,7 @@ def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float
         sink.add(writer.frames([started]))
         await sink.flush()
         result, server, method, outcome = await answer_widget(
-            value, bridge.mcp_servers, bridge.tools.waits, call_timeout=bridge.config.tool_timeout
+            value, bridge.mcp_servers, bridge.tools.gated, call_timeout=bridge.config.tool_timeout
         )
         finished = RunFinishedEvent(
             thread_id=run_input.thread_id, run_id=run_input.run_id, result=result
@@ -63,8 +63,9 @@ async def answer_widget(
 ) -> tuple[dict[str, Any], str, str, str]:
     """A widget's request answered: the result (the MCP server's, or ``error_result``), its
     server and method as metrics label them (only ours, only the four: else ``unknown``), and
-    how it went (``ok``, ``refused``, ``error``). ``waits``: whether a server tool (by the name
-    it is offered under) waits for approval."""
+    how it went (``ok``, ``refused``, ``error``). ``waits``: whether a server tool, by the name
+    it is or would be offered under, waits for approval (``ServerTools.gated``: a tool its
+    server hides from the model is not offered, and no less under ``--approve``)."""
     server_name, method = "unknown", "unknown"
     try:
         request = proxied_request(value)

@@ -14,9 +14,11 @@ Such a tool declares ``_meta.ui.resourceUri`` (older servers: ``_meta["ui/resour
   ``RUN_FINISHED`` whose ``result`` is the MCP result, or an error the widget can tell
   (``{error, isError: true, content: [text]}``).
 
-A widget may read only ``ui://`` resources and call only tools its server lists; a tool under
-``--approve`` only when its ``_meta.ui.visibility`` names ``"app"`` (the server's author says
-the app calls it; a click in the widget is then the person's approval).
+A widget may read only ``ui://`` resources and call only tools its server lists and lets the app
+call (``_meta.ui.visibility`` not said, or naming ``"app"``); a tool under ``--approve`` (by the
+name it is or would be offered under, whether or not the model is offered it) only when its
+visibility names ``"app"`` (the server's author says the app calls it; a click in the widget is
+then the person's approval).
 """
 
 from __future__ import annotations
@@ -53,7 +55,14 @@ class UiTool:
 
     @property
     def for_app(self) -> bool:
-        """Whether the server's author lets the widget call it (said explicitly)."""
+        """Whether the server's author lets the widget call it (not said: the spec's default
+        lets it; ``[]`` or ``["model"]`` does not)."""
+        return self.visibility is None or "app" in self.visibility
+
+    @property
+    def said_for_app(self) -> bool:
+        """Whether the server's author says the widget calls it (``"app"`` listed): then a
+        click in the widget is a person's approval of the call."""
         return self.visibility is not None and "app" in self.visibility
 
 

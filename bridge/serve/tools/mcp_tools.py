@@ -207,8 +207,9 @@ class McpServer:
 
     async def proxied(self, request: ProxiedRequest, *, approved: bool) -> dict[str, Any]:
         """A widget's request (``bridge.serve.tools.mcp_apps``), answered by this server: its MCP
-        result as JSON. ``approved``: ``False`` for a tool under ``--approve`` (then only a
-        tool its server lets its app call, ``visibility: ["app"]``, may be called).
+        result as JSON. A tool only if its server lets the app call it (``_meta.ui.visibility``
+        not said, or naming ``"app"``); ``approved``: ``False`` for a tool under ``--approve``
+        (then only one its server names for the app, ``visibility: ["app"]``).
         ``ProxyRefused`` for what a widget may not ask; ``ToolError`` when the server fails."""
         params = request.params
         if request.method == "notifications/message":  # the widget's log line: ours to keep
@@ -222,7 +223,12 @@ class McpServer:
             if not isinstance(name, str) or name not in self.tool_names:
                 raise ProxyRefused(f"the MCP server {self.name} has no tool {name!r}")
             ui = self.ui_tools.get(name)
-            if not approved and (ui is None or not ui.for_app):
+            if ui is not None and not ui.for_app:
+                raise ProxyRefused(
+                    f'{self.tool_name(name)} is not for the app: its server leaves "app" out '
+                    "of its _meta.ui.visibility"
+                )
+            if not approved and (ui is None or not ui.said_for_app):
                 raise ProxyRefused(
                     f"{self.tool_name(name)} waits for approval: a widget may call it "
                     'only if its server marks it for the app (_meta.ui.visibility: ["app"])'

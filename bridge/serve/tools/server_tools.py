@@ -109,6 +109,12 @@ class ServerTools:
         tool = self._tools.get(name)
         return tool is not None and (tool.approve or needs_approval(name, self.approve))
 
+    def gated(self, name: str) -> bool:
+        """Whether a server tool, by the name it is or would be offered under, waits for a
+        person: ``waits``, or ``--approve`` names it though it is not offered (an MCP tool its
+        server keeps for its widget)."""
+        return self.waits(name) or needs_approval(name, self.approve)
+
     @property
     def any_waits(self) -> bool:
         return any(self.waits(name) for name in self._tools)
