@@ -14,21 +14,29 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import httpx
 import pytest
-from peers_approvals import hostile_model, tool_calls
+from peers_approvals import MuteStore, ReplyCutter, hostile_model, says, tool_calls
 
 from bridge.cli.demo import create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
+from bridge.serve.run.resume import ALREADY_RUN_STATEMENT
 from bridge.serve.tools.python_tools import requires_approval
+from redis_server import RedisServer
 from servers import (
     approving,
+    free_port,
     messages_from,
     post,
     run_input,
@@ -272,3 +280,155 @@ def test_a_widget_runs_no_tool_its_server_keeps_from_it(
     assert set(ran.read_text().split()) == allowed
     for name, answer in answers.items():
         assert answer.get("isError", False) is (name not in allowed), (name, answer)
+
+
+# --- Finding 9: the stores ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_claim_whose_reply_was_lost_runs_its_call_once(redis: RedisServer) -> None:
+    """Finding 9: Redis took the claim and its reply was lost: the run ended with
+    ``approval_store_unavailable``, and the person's retry found the claim taken and told the
+    model the call ran, when nothing ran. The claim holds this request's own random value: the
+    bridge asks the store again, finds its own claim, and runs the call, once."""
+    with ReplyCutter(redis.port) as cutter, scripted_bridge(approval_store=cutter.url) as url:
+        resume = interrupted(url)
+        cutter.lose_set_replies = 1
+        ran = post(url, resume)
+        again = post(url, resume)
+    assert len(cutter.lost) == 1
+    assert result_of(ran).startswith("mail sent to ")
+    assert result_of(again) == ALREADY_RUN_STATEMENT
+    assert len(sent()) == 1
+
+
+def test_a_claim_the_store_kept_without_a_word_may_have_run_and_says_so(
+    redis: RedisServer,
+) -> None:
+    """Finding 9: the store took the claim and went away before answering: the bridge cannot
+    know whether another request ran the call. The model reads that it may have run, not that
+    it ran."""
+    with ReplyCutter(redis.port) as cutter, scripted_bridge(approval_store=cutter.url) as url:
+        resume = interrupted(url)
+        cutter.lose_set_replies, cutter.after_loss = 1, True
+        refused = post(url, resume)
+        cutter.cut_all = False
+        told = post(url, resume)
+    assert refused[-1]["code"] == "approval_store_unavailable"
+    assert result_of(told) == ALREADY_RUN_STATEMENT
+    assert "may have run" in result_of(told)
+    assert told[-1]["type"] == "RUN_FINISHED"
+    assert sent() == []
+
+
+def test_a_folder_in_the_file_store_does_not_stop_its_claims(tmp_path: Path) -> None:
+    """Finding 9: a directory in the file store's folder named like an expired claim (or a
+    claim moved aside) made the sweep fail, and with it the claim: nothing approved ran.
+    The sweep passes folders by; the approval runs once."""
+    (tmp_path / f"100-{'0' * 64}").mkdir()
+    (tmp_path / "stale-1-2").mkdir()
+    with scripted_bridge(approval_store=tmp_path.as_uri()) as url:
+        resume = interrupted(url)
+        ran = post(url, resume)
+        again = post(url, resume)
+    assert result_of(ran).startswith("mail sent to ")
+    assert result_of(again) == ALREADY_RUN_STATEMENT
+    assert len(sent()) == 1
+
+
+#: No run of 8 characters (a piece the redactor masks) is spelled alike encoded and decoded.
+PASSWORD = "Zr8/Qm2@Lx5:Vc9%Bn4#Hy6"
+
+
+@pytest.mark.parametrize("spelling", ["userinfo", "query"])
+def test_the_stores_password_is_a_secret_however_the_url_spells_it(
+    spelling: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 9: a password percent-encoded in the store's URL (``redis://:p%40ss@…``), or
+    given as ``?password=``, was not redacted. Spelled either way it works, and neither its
+    spelling nor its value shows in a frame or a log line: the model says it, the log says it,
+    the bridge masks it."""
+    server = RedisServer(tmp_path, password=PASSWORD)
+    server.start()
+    encoded = quote(PASSWORD, safe="")
+    where = f"127.0.0.1:{server.port}/0"
+    url = (
+        f"redis://:{encoded}@{where}"
+        if spelling == "userinfo"
+        else f"redis://{where}?password={encoded}"
+    )
+    caplog.set_level(logging.INFO)
+    try:
+        with hostile_model(says(f"The password is {PASSWORD}, or {encoded}.")) as (upstream, _):
+            config = BridgeConfig(
+                upstream_url=upstream, model="hostile", approval_store=url, secret=SECRET,
+                reasoning_scope="current-turn",
+            )  # fmt: skip
+            with serve(create_app(config, tools=[send_mail])) as bridge:
+                health = httpx.get(f"{bridge}/health").json()
+                frames = post(bridge, run_input())
+                logging.getLogger("agui_bridge").warning("the store's password: %s", PASSWORD)
+    finally:
+        server.stop()
+    assert health == {"status": "ok"}  # the store took the password
+    shown = [json.dumps(frames), caplog.text]
+    assert "The password is " in shown[0] and "the store's password: " in caplog.text
+    for spelled in (PASSWORD, encoded, "Qm2@Lx5:"):
+        assert not [text for text in shown if spelled in text], spelled
+
+
+def test_a_file_store_url_with_a_password_is_refused_without_showing_it() -> None:
+    """Finding 9: ``--approval-store file://u:PW@host/…`` is no file store; the refusal printed
+    the password."""
+    store = "file://u:Pw9Zq4Lm2Xx@host/tmp/claims"
+    command = [sys.executable, "-m", "bridge", "serve", "--upstream-url", "http://127.0.0.1:1/v1"]
+    command += ["--model", "m", "--port", "0", "--approval-store", store]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "a file store is file:///ABSOLUTE/FOLDER" in done.stderr
+    assert "Pw9Zq4Lm2Xx" not in done.stderr + done.stdout
+
+
+def test_health_does_not_wait_on_a_store_that_does_not_answer() -> None:
+    """Finding 9: with Redis blocked, ``/health`` waited for its command to time out (3 s, and
+    again for the retry) on every call. It asks the store once at a time and answers
+    ``degraded`` while that question is still open: two calls, one connection to the store,
+    still waiting for its answer when both were answered."""
+    with MuteStore() as store, scripted_bridge(approval_store=store.url) as url:
+        answers = [httpx.get(f"{url}/health", timeout=30).json() for _ in range(2)]
+        connections, pending = store.connections, store.pending
+    degraded = {"status": "degraded", "approval_store": "unavailable"}
+    assert answers == [degraded, degraded]
+    assert (connections, pending) == (1, 1)
+
+
+def test_health_says_degraded_when_redis_answers_but_refuses_writes(redis: RedisServer) -> None:
+    """Finding 9: a Redis that answers PING but refuses writes (a read-only replica here; full
+    memory or an ACL do the same) takes no claim, and ``/health`` said ``ok``. It asks for a
+    write."""
+    from redis import Redis
+
+    admin = Redis.from_url(redis.url)
+    try:
+        with scripted_bridge(approval_store=redis.url) as url:
+            before = httpx.get(f"{url}/health").json()
+            admin.replicaof("127.0.0.1", free_port())  # nothing listens: it stays read-only
+            refusing = httpx.get(f"{url}/health").json()
+            refused = post(url, interrupted(url))
+            admin.replicaof("NO", "ONE")
+            after = httpx.get(f"{url}/health").json()
+    finally:
+        admin.close()
+    assert before == after == {"status": "ok"}
+    assert refusing == {"status": "degraded", "approval_store": "unavailable"}
+    assert refused[-1]["code"] == "approval_store_unavailable"
+    assert sent() == []

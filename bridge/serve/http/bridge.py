@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -28,7 +27,7 @@ from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.run.props import UpstreamProps
 from bridge.serve.run.resume import Approvals
 from bridge.serve.tools.approvals import new_secret
-from bridge.serve.tools.claims import claim_store
+from bridge.serve.tools.claims import StoreWatch, claim_store, store_secrets
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.tools.python_tools import python_tool
 from bridge.serve.tools.server_tools import ServerTools
@@ -56,8 +55,8 @@ class Bridge:
         self.shutting_down = False
         self._stop_runs = anyio.Event()
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
-        store = urlsplit(config.approval_store)
-        self.redactor = Redactor((config.api_key, config.auth_token, config.secret, store.password))
+        store = store_secrets(config.approval_store)
+        self.redactor = Redactor((config.api_key, config.auth_token, config.secret, *store))
         install_log_redaction(self.redactor)
         self.recorder: Recorder | None = None
         if config.record_dir is not None:  # serve --record: each run and its upstream exchange
@@ -89,6 +88,7 @@ class Bridge:
             redact=self.redactor.redact,
             claims=claim_store(config.approval_store),
         )
+        self._store_watch = StoreWatch(self.approvals.claims)
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
         self.telemetry = Telemetry.from_config(config, self.redactor.redact)
@@ -139,7 +139,7 @@ class Bridge:
     async def approval_store_down(self) -> bool:
         """Whether approvals are in use and their store does not answer (``/health``)."""
         in_use = bool(self.config.approve) or self.tools.any_waits
-        return in_use and not await self.approvals.claims.available()
+        return in_use and not await self._store_watch.available()
 
     @property
     def upstream(self) -> UpstreamClient:
@@ -163,6 +163,7 @@ class Bridge:
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
+        await self._store_watch.aclose()
         await self.approvals.claims.aclose()
         tracing = self.telemetry.tracing
         if tracing is not None:  # its last spans go out (the exporter's own timeout bounds it)

@@ -66,9 +66,12 @@ APPROVED_STATEMENT = (
 )
 UNANSWERED_STATEMENT = "Not run: this call waited for the user's approval and got no answer."
 #: The result of an approved call whose approval was used already (a repeated or concurrent
-#: resume: a double click, a retried request, the same request at another replica).
+#: resume: a double click, a retried request, the same request at another replica). "May":
+#: a claim is taken before its call runs, and the request that took it may have been cut
+#: short, or have lost the store's answer, before the call ran.
 ALREADY_RUN_STATEMENT = (
-    "Not run again: this approval was already used by another request, where the call ran."
+    "Not run again: this approval was already used by another request, where the call may "
+    "have run (an approved call runs at most once)."
 )
 
 

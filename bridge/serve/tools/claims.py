@@ -19,20 +19,27 @@ Three stores, by ``--approval-store``:
   makes atomic across processes.
 
 A store that cannot be reached raises ``ApprovalStoreError``: the approved call does not run
-(the run ends with RUN_ERROR ``approval_store_unavailable``), and ``/health`` says so.
+(the run ends with RUN_ERROR ``approval_store_unavailable``), and ``/health`` says so
+(``StoreWatch``: it asks the store for a write, and waits for it only briefly).
+
+What survives a restart: the file store's claims (files), and a Redis's if it keeps its data
+(RDB or AOF persistence); the memory store's go with the process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import heapq
+import logging
 import os
+import secrets
 import time
 from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 import anyio.to_thread
 
@@ -42,6 +49,8 @@ from bridge.core.upstream_url import shown_url
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
+logger = logging.getLogger("agui_bridge")
+
 #: Seconds a claim outlives its interrupt's expiry: a replica whose clock is behind by less
 #: still finds the claim while it takes the token as valid.
 CLOCK_SKEW = 300.0
@@ -49,6 +58,11 @@ CLOCK_SKEW = 300.0
 REDIS_TIMEOUT = 3.0
 
 _KEY_PREFIX = "agui-bridge:approval:"
+#: What ``available`` writes (no claim's key: those are hex digests), and for how long (ms).
+_HEALTH_KEY = _KEY_PREFIX + "health"
+_HEALTH_TTL_MS = 60_000
+#: Seconds ``/health`` waits for the store's answer (``StoreWatch``): past it, unavailable.
+HEALTH_WAIT = 0.5
 #: How often the file store looks for expired claims to remove (seconds).
 _SWEEP_EVERY = 60.0
 
@@ -105,8 +119,24 @@ def file_store_folder(url: str) -> Path:
     """The folder of a ``file:///DIR`` store."""
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or not parts.path:
-        raise ValueError(f"--approval-store {url!r}: a file store is file:///ABSOLUTE/FOLDER")
+        raise ValueError(
+            f"--approval-store {shown_url(url)!r}: a file store is file:///ABSOLUTE/FOLDER"
+        )
     return Path(unquote(parts.path))
+
+
+def store_secrets(url: str) -> tuple[str, ...]:
+    """The secrets a store's URL holds, for the redactor: the password of ``user:password@``
+    and every query value whose name says password (``?password=``, which redis-py reads as
+    one, ``ssl_password``), each as written and as decoded (``p%40ss`` is ``p@ss``)."""
+    parts = urlsplit(url)
+    found = [parts.password or ""]
+    for pair in parts.query.split("&"):
+        name, _, value = pair.partition("=")
+        if "password" in unquote_plus(name).lower():
+            found.append(value)
+    forms = (form for secret in found for form in (secret, unquote(secret), unquote_plus(secret)))
+    return tuple(dict.fromkeys(form for form in forms if form))
 
 
 def _seconds_left(expires_at: datetime) -> float:
@@ -172,7 +202,10 @@ class FileClaims:
         now = time.time()
         if now - self._swept > _SWEEP_EVERY:
             self._swept = now
-            self._sweep(now)
+            try:
+                self._sweep(now)
+            except OSError as exc:  # housekeeping: the claim does not depend on it
+                logger.warning("the approval store %s was not swept: %s", self.shown, exc)
         path = self.folder / name
         for _ in range(2):
             try:
@@ -195,11 +228,14 @@ class FileClaims:
 
     def _sweep(self, now: float) -> None:
         """Remove the claims whose interrupts can no longer be answered."""
-        for entry in os.scandir(self.folder):
-            expiry, _, _ = entry.name.partition("-")
-            if (expiry.isdigit() and int(expiry) < now) or expiry == "stale":
-                with suppress(FileNotFoundError):  # another process swept it first
-                    os.unlink(entry.path)
+        with os.scandir(self.folder) as entries:
+            for entry in entries:
+                expiry, _, _ = entry.name.partition("-")
+                if (expiry.isdigit() and int(expiry) < now) or expiry == "stale":
+                    if entry.is_dir(follow_symlinks=False):
+                        continue  # none of ours: claims are files
+                    with suppress(FileNotFoundError):  # another process swept it first
+                        os.unlink(entry.path)
 
     async def release(self, key: str) -> None:
         def remove() -> None:
@@ -242,11 +278,27 @@ class RedisClaims:
 
     async def claim(self, key: str, expires_at: datetime) -> bool:
         ttl = max(int(_seconds_left(expires_at) * 1000), 1000)
+        # A value of this claim's own: when the answer is lost, the store can still say
+        # whose claim it holds.
+        name, mine = _KEY_PREFIX + key, secrets.token_bytes(16)
         try:
-            taken = await self._client.set(_KEY_PREFIX + key, b"1", nx=True, px=ttl)
+            taken = await self._client.set(name, mine, nx=True, px=ttl)
         except Exception as exc:  # redis-py's errors, and the socket's under them
-            raise self._unreachable(exc) from exc
+            return await self._whose(name, mine, exc)
         return bool(taken)
+
+    async def _whose(self, name: str, mine: bytes, lost: Exception) -> bool:
+        """A claim whose answer was lost (the server may have taken it): asked again, the
+        store says whether it holds this claim (``True``: the call runs), another's
+        (``False``), or none (``ApprovalStoreError``: nothing is claimed). If it does not
+        answer, the claim may stand: the next try is told the call may have run."""
+        try:
+            held = await self._client.get(name)
+        except Exception as exc:
+            raise self._unreachable(exc) from lost
+        if held is None:
+            raise self._unreachable(lost) from lost
+        return bool(held == mine)
 
     async def release(self, key: str) -> None:
         try:
@@ -255,8 +307,10 @@ class RedisClaims:
             raise self._unreachable(exc) from exc
 
     async def available(self) -> bool:
+        # A write, as a claim is: a Redis may answer PING and refuse writes (a read-only
+        # replica, full memory with noeviction, an ACL).
         try:
-            return bool(await self._client.ping())
+            return bool(await self._client.set(_HEALTH_KEY, b"1", px=_HEALTH_TTL_MS))
         except Exception:
             return False
 
@@ -267,3 +321,29 @@ class RedisClaims:
         return ApprovalStoreError(
             f"the approval store at {self.shown} cannot be reached ({type(exc).__name__})"
         )
+
+
+class StoreWatch:
+    """``/health``'s view of a store: one question at a time (``available``), waited for at
+    most ``HEALTH_WAIT`` seconds; a store that has not answered by then is unavailable, and the
+    question goes on: the next ``/health`` waits for its answer instead of asking again. So a
+    blocked store costs ``/health`` half a second, not the store's timeout, and a load
+    balancer's probes never pile up connections to it."""
+
+    def __init__(self, store: ClaimStore, wait: float = HEALTH_WAIT) -> None:
+        self._store = store
+        self._wait = wait
+        self._asking: asyncio.Task[bool] | None = None
+
+    async def available(self) -> bool:
+        if self._asking is None or self._asking.done():  # a finished answer is an old one
+            self._asking = asyncio.ensure_future(self._store.available())
+        asking = self._asking
+        done, _ = await asyncio.wait({asking}, timeout=self._wait)
+        return bool(done) and asking.result()
+
+    async def aclose(self) -> None:
+        if self._asking is not None:
+            self._asking.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._asking
