@@ -1,10 +1,12 @@
-"""Big inputs from a hostile client and a hostile MCP server (issue 40, finding 7), over real
-sockets.
+"""Big and ill-typed inputs from a hostile client and a hostile MCP server (issue 40, findings 7
+and 12), over real sockets.
 
 Promises held: no input holds the event loop (a big body is parsed, checked and validated in a
 worker thread, a slice at a time; a widget's big MCP result is framed there too); an id longer
-than ``MAX_ID_CHARS`` is refused, naming it, before the body is validated. Order and structure
-are asserted, never time (``benchmarks/big_body_stall.py`` measures the stalls).
+than ``MAX_ID_CHARS`` is refused, naming it, before the body is validated; a ``forwardedProps``
+value its parameter does not take is refused, naming it and what it takes, before anything goes
+upstream. Order and structure are asserted, never time (``benchmarks/big_body_stall.py``
+measures the stalls).
 """
 
 from __future__ import annotations
@@ -280,3 +282,75 @@ def test_an_id_of_the_limit_is_taken_and_one_more_is_refused(stack: Stack, where
     assert check_frames(parse_body(taken.text))[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
     refused = httpx.post(f"{stack.bridge_url}/", json=_ids_body(where, "i" * (MAX_ID_CHARS + 1)))
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "id_too_long"
+
+
+# -- Finding 12: forwardedProps values are what their parameters take -----------------------------
+WRONG = [
+    ("temperature", "hot", "a number, 0 or more"),
+    ("temperature", True, "a number, 0 or more"),  # a bool is an int in Python: not here
+    ("temperature", -0.5, "a number, 0 or more"),
+    ("topP", 1.5, "a number from 0 to 1"),
+    ("min_p", [0.1], "a number from 0 to 1"),
+    ("topK", 2.5, "an integer, -1 or more"),
+    ("maxTokens", "100", "an integer, 1 or more (or -1: no limit)"),
+    ("max_tokens", 0, "an integer, 1 or more (or -1: no limit)"),
+    ("max_completion_tokens", 10.0, "an integer, 1 or more (or -1: no limit)"),
+    ("presencePenalty", 3, "a number from -2 to 2"),
+    ("frequency_penalty", {"x": 1}, "a number from -2 to 2"),
+    ("repetition_penalty", 0, "a number above 0"),
+    ("reasoningEffort", 3, "a string such as low, medium or high"),
+    ("seed", 1.5, "a 64-bit integer"),
+    ("seed", False, "a 64-bit integer"),
+    ("seed", 2**70, "a 64-bit integer"),
+    ("stop", 5, "a string or a list of strings"),
+    ("stopSequences", ["\n", 1], "a string or a list of strings"),
+    ("n_predict", -3, "an integer, -2 or more"),
+    ("parallelToolCalls", "yes", "true or false"),
+    ("parallel_tool_calls", 1, "true or false"),
+    ("toolChoice", "sometimes", '"none", "auto", "required" or'),
+    ("tool_choice", {"type": "function"}, '"none", "auto", "required" or'),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "takes"), WRONG)
+def test_a_forwarded_value_its_parameter_does_not_take_is_refused_naming_it(
+    stack: Stack, key: str, value: Any, takes: str
+) -> None:
+    """Finding 12: ``temperature: "hot"`` went upstream as it was (llama.cpp reads it as its
+    default: a silent wrong answer). Each allowed value is checked against what its parameter
+    takes; a wrong one is a 400 ``invalid_input`` naming the field as sent and what it takes,
+    and nothing goes upstream."""
+    seen = len(stack.upstream_requests)
+    response = httpx.post(f"{stack.bridge_url}/", json=run_input(forwardedProps={key: value}))
+    assert response.status_code == 400, response.text[:200]
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert error["message"].startswith(f"forwardedProps.{key}: ")
+    assert takes in error["message"]
+    assert len(stack.upstream_requests) == seen
+
+
+def test_forwarded_values_their_parameters_take_go_upstream_and_null_leaves_one_unset(
+    stack: Stack,
+) -> None:
+    """Finding 12: the edges of each range pass as they are; ``null`` leaves a parameter
+    unset (it is not sent); a wrong value under a name that is not read is not checked."""
+    props = {
+        "temperature": 0, "topP": 1, "top_k": -1, "minP": 0.05, "maxTokens": -1,
+        "presence_penalty": -2, "frequencyPenalty": 2.0, "repetitionPenalty": 1.1,
+        "reasoning_effort": "low", "seed": 2**63, "stop": [], "nPredict": -2,
+        "parallel_tool_calls": False, "toolChoice": {"type": "function", "function": {"name": "f"}},
+        "max_completion_tokens": None, "stopSequences": "x", "maxTokensHint": "many",
+    }  # fmt: skip
+    seen = len(stack.upstream_requests)
+    response = httpx.post(f"{stack.bridge_url}/", json=run_input(forwardedProps=props))
+    assert response.status_code == 200, response.text[:200]
+    sent = stack.upstream_requests[seen]
+    assert {key: sent[key] for key in sent if key not in ("model", "messages", "stream")} == {
+        "temperature": 0, "top_p": 1, "top_k": -1, "min_p": 0.05, "max_tokens": -1,
+        "presence_penalty": -2, "frequency_penalty": 2.0, "repetition_penalty": 1.1,
+        "reasoning_effort": "low", "seed": 2**63, "stop": [], "n_predict": -2,
+        "parallel_tool_calls": False, "tool_choice": {"type": "function", "function": {"name": "f"}},
+        "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    assert type(sent["temperature"]) is int and type(sent["frequency_penalty"]) is float
