@@ -25,9 +25,9 @@ def build_chat_request(
     """The streaming request for this run. ``forwardedProps`` may set only the allow-listed
     parameters (``bridge.serve.run.forwarded``), each to a value it takes, and ``model`` among
     the configured models; anything else there is ignored, and nothing a client sends reaches
-    the URL or the headers. ``scope``:
-    the reasoning scope ``auto`` resolved to (``bridge.serve.run.props``); without it, the
-    configured one, ``auto`` read as ``current-turn``."""
+    the URL or the headers. ``scope``: the reasoning scope ``auto`` resolved to
+    (``bridge.serve.run.props``); without it, the configured one, ``auto`` read as
+    ``current-turn``."""
     forwarded = forwarded_params(run_input)
     model = _model(forwarded, config, upstream_models)
     messages = _messages(run_input, config, scope)
