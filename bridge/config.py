@@ -30,28 +30,6 @@ AguiProtocolSetting = Literal["auto", "1.0", "0.0"]
 UpstreamTransport = Literal["aiohttp", "httpx"]
 LogFormat = Literal["text", "json"]
 
-#: Request parameters a client may set through ``forwardedProps`` (``model`` is checked apart,
-#: against the configured models). Everything else a client sends there is ignored.
-FORWARDED_PARAMS: frozenset[str] = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "presence_penalty",
-        "frequency_penalty",
-        "repetition_penalty",
-        "reasoning_effort",
-        "seed",
-        "stop",
-        "n_predict",
-        "parallel_tool_calls",
-        "tool_choice",
-    }
-)
-
 
 @dataclass(frozen=True, kw_only=True)
 class BridgeConfig:

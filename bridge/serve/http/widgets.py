@@ -12,12 +12,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio.to_thread
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput, RunFinishedEvent, RunStartedEvent
 from starlette.responses import Response
 
+from bridge.core.encode import encode_event
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
 from bridge.serve.http.stream import FrameSink
+from bridge.serve.redact import Redactor
 from bridge.serve.tools.mcp_apps import ProxiedRequest, ProxyRefused, error_result, proxied_request
 from bridge.serve.tools.mcp_tools import McpServer
 from bridge.serve.tools.server_tools import ToolError
@@ -53,9 +56,26 @@ def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float
             thread_id=run_input.thread_id, run_id=run_input.run_id, result=result
         )
         bridge.telemetry.proxied(server, method, outcome, time.perf_counter() - received)
-        sink.add(writer.frames([finished]))
+        # The MCP server's answer may be big (a 30 MB text held the event loop 0.3 s here):
+        # its frame is made in a worker thread, a slice at a time.
+        sink.add(await anyio.to_thread.run_sync(finished_frame, finished, bridge.redactor))
 
     return bridge.event_stream(produce)
+
+
+#: The slice of a frame redacted in one call: a few milliseconds' scan, after which the GIL, and
+#: with it the event loop, may change hands.
+_SLICE = 256 * 1024
+
+
+def finished_frame(finished: RunFinishedEvent, redactor: Redactor) -> str:
+    """The frame of a widget's ``RUN_FINISHED``, as ``FrameWriter`` writes it for every client
+    line (it has no ``outcome``, the one field a line shapes), redacted a slice at a time by
+    the redactor that carries a secret across the slices' edges."""
+    frame = encode_event(finished)
+    text = redactor.stream()
+    pieces = [text.feed(frame[start : start + _SLICE]) for start in range(0, len(frame), _SLICE)]
+    return "".join([*pieces, text.close()])
 
 
 async def answer_widget(

@@ -3,14 +3,14 @@ Pure, no I/O."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from ag_ui.core import RunAgentInput
 
-from bridge.config import ANY_UPSTREAM_MODEL, FORWARDED_PARAMS, BridgeConfig
+from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.errors import InvalidRunInputError
+from bridge.serve.run.forwarded import FORWARDED_PARAMS, forwarded_params
 from bridge.serve.run.history import ReasoningScope, to_openai_messages, to_openai_tools
 from bridge.serve.tools.state import shares_state, state_prompt
 
@@ -23,11 +23,12 @@ def build_chat_request(
     scope: ReasoningScope | None = None,
 ) -> dict[str, Any]:
     """The streaming request for this run. ``forwardedProps`` may set only the allow-listed
-    parameters (``FORWARDED_PARAMS``) and ``model`` among the configured models; anything else
-    there is ignored, and nothing a client sends reaches the URL or the headers. ``scope``:
-    the reasoning scope ``auto`` resolved to (``bridge.serve.run.props``); without it, the
-    configured one, ``auto`` read as ``current-turn``."""
-    forwarded = _forwarded(run_input)
+    parameters (``bridge.serve.run.forwarded``), each to a value it takes, and ``model`` among
+    the configured models; anything else there is ignored, and nothing a client sends reaches
+    the URL or the headers. ``scope``: the reasoning scope ``auto`` resolved to
+    (``bridge.serve.run.props``); without it, the configured one, ``auto`` read as
+    ``current-turn``."""
+    forwarded = forwarded_params(run_input)
     model = _model(forwarded, config, upstream_models)
     messages = _messages(run_input, config, scope)
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": config.upstream_stream}
@@ -51,7 +52,7 @@ def build_responses_request(
     carry back the ``encrypted_content`` the client kept, whatever the ``scope``), tools as
     function tools, reasoning summaries and encrypted reasoning asked for, ``store`` off unless
     configured."""
-    forwarded = _forwarded(run_input)
+    forwarded = forwarded_params(run_input)
     model = _model(forwarded, config, upstream_models)
     items = to_responses_input(_messages(run_input, config, scope, encrypted_reasoning=True))
     reasoning: dict[str, Any] = {"summary": "auto"}
@@ -141,30 +142,6 @@ def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> 
 #: forwardedProps parameters the Responses API takes as they are (``max_tokens``,
 #: ``reasoning_effort`` and ``tool_choice`` are mapped apart; the rest is Chat Completions only).
 _RESPONSES_PARAMS = frozenset({"temperature", "top_p", "parallel_tool_calls", "tool_choice"})
-
-
-#: Names a client may use for a parameter besides its own: assistant-ui's AG-UI runtime sends its
-#: model config and call settings (``modelName``, ``maxTokens``, ``topP``, ``stopSequences``).
-_ALIASES = {"model_name": "model", "stop_sequences": "stop"}
-
-_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
-
-
-def _forwarded(run_input: RunAgentInput) -> dict[str, Any]:
-    """``forwardedProps`` with camelCase and alias names read as the parameter they stand for
-    (``maxTokens`` → ``max_tokens``, ``modelName`` → ``model``); a name sent as it is wins."""
-    props = run_input.forwarded_props
-    if not isinstance(props, dict):
-        return {}
-    read = dict(props)
-    for key, value in props.items():
-        if not isinstance(key, str):
-            continue
-        snake = _CAMEL_HUMP.sub(r"_\1", key).lower()
-        name = _ALIASES.get(snake, snake)
-        if name != key and name not in props:
-            read.setdefault(name, value)
-    return read
 
 
 def _model(forwarded: dict[str, Any], config: BridgeConfig, upstream_models: Sequence[str]) -> Any:
