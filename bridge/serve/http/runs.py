@@ -20,7 +20,7 @@ from bridge.core.errors import InvalidRunInputError
 from bridge.serve.http import widgets
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
-from bridge.serve.http.run_input import read_run_input
+from bridge.serve.http.run_input import MAX_DEPTH, read_run_input
 from bridge.serve.http.stream import EventStreamResponse, FrameSink
 from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
@@ -64,6 +64,7 @@ async def run(bridge: Bridge, request: Request) -> Response:
             run_input.state,
             schema=config.state_schema,
             max_bytes=config.max_state_bytes,
+            max_depth=MAX_DEPTH - 1,  # the state sits one level inside the body
             told=observe.state_update,
         )
     writer = FrameWriter(bridge.redactor, protocol)
