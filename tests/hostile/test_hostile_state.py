@@ -21,8 +21,11 @@ from typing import Any
 import httpx
 import jsonpatch
 import pytest
+from ag_ui.core import CustomEvent
 
 from bridge.serve.http.run_input import MAX_DEPTH
+from bridge.serve.tools.server_tools import ServerTool, ToolOutput
+from bridge.serve.tools.state import RUN_STATE
 from node_tools import NODE_DIR, npm_install, require_node
 from peers_state import Call, Model, bridge_on, hostile_model, update_state
 from servers import post, run_input
@@ -170,6 +173,72 @@ def test_finding_3_the_deepest_state_a_patch_makes_goes_back_to_the_bridge() -> 
     assert refused.startswith("Error: update_state: the new state would nest arrays and objects")
     assert frames[-2]["snapshot"] == state == {"d": nested(DEEPEST_STATE - 1)}
     assert again.status_code == 200, again.text
+
+
+def _tool_with_after(value: Any) -> ServerTool:
+    """A server tool whose answer brings an event the bridge cannot encode."""
+
+    async def invoke(arguments: str) -> ToolOutput:
+        return ToolOutput("done", after=(CustomEvent(name="leak", value=value),))
+
+    return ServerTool("leak", "A tool whose event cannot be encoded.", {"type": "object"}, invoke)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [nested(300), "\ud800", {"not JSON": object()}],
+    ids=["300-deep", "lone-surrogate", "not-a-json-type"],
+)
+def test_finding_3_an_event_that_cannot_be_encoded_ends_the_run_with_run_error(
+    value: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 3: whatever fails in encoding an event (its depth, a lone surrogate, a value of
+    no JSON type), the run ends with ``RUN_ERROR unencodable_event``, after the state's snapshot
+    (the run changed it), and the run line and the metrics say ``error``, not ``finished``."""
+    turns = [update_state([{"op": "add", "path": "/seen", "value": True}]), [("leak", {})]]
+    caplog.set_level(logging.INFO, logger="agui_bridge.runs")
+    with (
+        hostile_model(turns) as model,
+        bridge_on(model, metrics=True, server_tools=[_tool_with_after(value)]) as url,
+    ):
+        frames = post(url, run_input(state={}))  # protocol order checked: one terminal event
+        metrics = httpx.get(f"{url}/metrics").text
+    kinds = [frame["type"] for frame in frames]
+    assert kinds[-2:] == ["STATE_SNAPSHOT", "RUN_ERROR"]
+    assert frames[-2]["snapshot"] == {"seen": True}
+    assert frames[-1]["code"] == "unencodable_event"
+    assert (
+        frames[-1]["message"] == "the bridge could not encode this run's TOOL_CALL_RESULT, CUSTOM"
+    )
+    assert "CUSTOM" not in kinds  # nothing of the batch that failed went out
+    [line] = [r.getMessage() for r in caplog.records if r.name == "agui_bridge.runs"]
+    assert "outcome=error code=unencodable_event" in line
+    assert re.search(
+        r'agui_bridge_runs_ended_total\{code="unencodable_event",model="hostile",outcome="error"\} 1\.0',
+        metrics,
+    ), metrics
+
+
+def test_finding_3_a_snapshot_that_cannot_be_encoded_leaves_run_error_alone() -> None:
+    """Finding 3: when the state's own snapshot is what cannot be encoded (a tool put a value
+    of no JSON type in it), the run still ends with one terminal event: ``RUN_ERROR`` alone."""
+
+    async def spoil(arguments: str) -> str:
+        state = RUN_STATE.get()
+        assert state is not None
+        state.value["spoiled"], state.changed = object(), True
+        return "done"
+
+    tool = ServerTool("spoil", "Puts a value of no JSON type in the state.", {}, spoil)
+    with hostile_model([[("spoil", {})]]) as model, bridge_on(model, server_tools=[tool]) as url:
+        frames = post(url, run_input(state={}))
+    kinds = [frame["type"] for frame in frames]
+    assert "STATE_SNAPSHOT" not in kinds and kinds[-1] == "RUN_ERROR"
+    assert frames[-1] == {
+        "type": "RUN_ERROR",
+        "message": "the bridge could not encode this run's STATE_SNAPSHOT, RUN_FINISHED",
+        "code": "unencodable_event",
+    }
 
 
 # -- Finding 4: patches apply and go out in the order the model made them ----------------------
