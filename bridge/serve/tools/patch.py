@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import jsonpatch
 import jsonpointer
@@ -55,15 +55,14 @@ def read_patch(arguments: str, *, max_depth: int) -> tuple[list[Any], int]:
     patch = value.get("patch") if isinstance(value, dict) else None
     if not isinstance(patch, list):
         raise PatchRefused("invalid", "'patch' must be a list of JSON Patch operations")
-    if depth_over(patch, max_depth + _ABOVE_VALUES):
+    if _depth_over(patch, max_depth + _ABOVE_VALUES):
         raise _too_deep(max_depth)
-    text = json.dumps(patch, ensure_ascii=False, separators=(",", ":"))
     try:
-        size = len(text.encode())
+        size = _json_bytes(patch)
     except UnicodeEncodeError as exc:
         raise PatchRefused(
             "invalid",
-            f"a lone surrogate ({text[exc.start]!r}) is not Unicode text; write characters "
+            f"a lone surrogate ({exc.object[exc.start]!r}) is not Unicode text; write characters "
             "outside the BMP as a surrogate pair",
         ) from None
     for operation in patch:
@@ -110,12 +109,12 @@ def apply_patch(
         raise PatchRefused("invalid", f"the patch is malformed: {exc!r}") from exc
     if not isinstance(new, dict):
         raise PatchRefused("invalid", "the state must stay a JSON object")
-    if depth_over(new, max_depth):
+    if _depth_over(new, max_depth):
         raise _too_deep(max_depth)
     return new
 
 
-def depth_over(value: Any, limit: int) -> bool:
+def _depth_over(value: Any, limit: int) -> bool:
     """Whether ``value`` nests arrays and objects more than ``limit`` levels deep (``{}`` is one
     level). An explicit stack: no recursion to exhaust, and it stops at the first level too
     deep."""
@@ -145,7 +144,7 @@ def _into_prototype(pointer: str) -> bool:
     )
 
 
-def _not_a_number(name: str) -> Any:
+def _not_a_number(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number; write null, or a string")
 
 
