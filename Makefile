@@ -84,7 +84,7 @@ pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP) $(
 
 # Benchmarks outside run_all.py: hostile input (issue 22), observability's cost (issue 24),
 # fairness beside a firehose (issue 25).
-SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall big_body_stall firehose observability fairness health_blocked_store
+SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall big_body_stall state_patch_stall firehose observability fairness health_blocked_store
 
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke

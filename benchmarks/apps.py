@@ -14,6 +14,9 @@ pointed at the upstream (``profiled_bridge``: the same under cProfile, for profi
 All read the upstream's URL from ``BENCH_UPSTREAM_URL``: uvicorn's ``--workers`` starts fresh
 interpreters, so a factory's arguments can only come from the environment.
 
+``scripted_upstream``: the demo's scripted model; ``shared_state_bridge``: the bridge before it
+with ``--shared-state``, as ``agui-bridge demo`` serves it.
+
 ``otlp_sink``: an OTLP/HTTP trace receiver that counts what it is sent (``POST /v1/traces``,
 answered 200 with an empty body; ``GET /count``), for observability.py's traced bridge.
 """
@@ -44,6 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from translate import Stream, _chunk, _to_sse, _tokens, build_stream
 
 from bridge import DONE
+from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
 
@@ -275,6 +279,24 @@ def bridge() -> Starlette:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
+    return create_app(config)
+
+
+def scripted_upstream() -> Starlette:
+    """The demo's scripted model (``agui-bridge scripted-upstream``): what a user types goes to
+    it, "… patch: [ … ]" included (state_patch_stall.py)."""
+    return create_scripted_upstream()
+
+
+def shared_state_bridge() -> Starlette:
+    """The bridge with ``--shared-state`` before the scripted model, as ``agui-bridge demo``
+    serves it."""
+    config = BridgeConfig(
+        upstream_url=f"{os.environ[UPSTREAM_URL_ENV]}/v1",
+        model=DEFAULT_SCRIPTED_MODEL,
+        shared_state=True,
+        tool_timeout=300,  # the patch before the change took seconds: let it finish
+    )
     return create_app(config)
 
 

@@ -210,11 +210,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_bytes(pid: int) -> int:
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory now (``VmHWM``: at its peak so far)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
 
 
 # -- figures ---------------------------------------------------------------------------------

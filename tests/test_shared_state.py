@@ -23,6 +23,7 @@ import pytest
 
 from bridge.cli.parser import build_parser
 from bridge.cli.settings import config_from_args
+from bridge.serve.http.run_input import MAX_DEPTH
 from bridge.serve.tools.state import RunState
 from servers import approving, post, run_input, scripted_config, scripted_stack
 
@@ -253,31 +254,31 @@ def test_the_flags_map_onto_the_config(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_big_state_is_patched_off_the_event_loop_in_the_calls_order() -> None:
-    """A state the client sent (of any size) and a big one are patched in a worker thread; a
-    small one, once measured, on the loop. Calls made at once apply in the order made."""
+async def test_every_patch_is_applied_off_the_event_loop_in_the_calls_order() -> None:
+    """Every patch, whatever the state's size (the model chooses the patch's), is read, applied
+    and checked in a worker thread. Calls made at once apply in the order made."""
     seen: list[str] = []
 
     def watch(state: RunState) -> RunState:
         patched = state._patched
 
-        def watched(patch: list[Any]) -> tuple[dict[str, Any], str]:
+        def watched(arguments: str) -> tuple[list[Any], dict[str, Any], str]:
             seen.append(threading.current_thread().name)
-            return patched(patch)
+            return patched(arguments)
 
         state._patched = watched  # type: ignore[method-assign]
         return state
 
-    state = watch(RunState({"items": ["x" * 100] * 2000}, max_bytes=10_000_000))
+    depth = MAX_DEPTH - 1
+    state = watch(RunState({"items": ["x" * 100] * 2000}, max_bytes=10_000_000, max_depth=depth))
     ops = [json.dumps({"patch": [{"op": "add", "path": "/items/-", "value": i}]}) for i in range(5)]
     await asyncio.gather(*(state.update(arguments) for arguments in ops))
     assert state.value["items"][-5:] == [0, 1, 2, 3, 4]
-    assert all(name != threading.main_thread().name for name in seen) and len(seen) == 5
-    small = watch(RunState({}))
-    seen.clear()
+    small = watch(RunState({}, max_depth=depth))
     for i in range(2):
         await small.update(json.dumps({"patch": [{"op": "add", "path": f"/k{i}", "value": i}]}))
-    assert seen[0] != threading.main_thread().name and seen[1] == threading.main_thread().name
+    assert small.value == {"k0": 0, "k1": 1}
+    assert len(seen) == 7 and threading.current_thread().name not in seen
 
 
 def get_time() -> str:

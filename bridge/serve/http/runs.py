@@ -8,6 +8,7 @@ it is answered by ``widgets``, without the model.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -20,15 +21,17 @@ from bridge.core.errors import InvalidRunInputError
 from bridge.serve.http import widgets
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
-from bridge.serve.http.run_input import read_run_input
+from bridge.serve.http.run_input import MAX_DEPTH, read_run_input
 from bridge.serve.http.stream import EventStreamResponse, FrameSink
 from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
-from bridge.serve.run.output import RUN_ENDS
+from bridge.serve.run.output import RUN_ENDS, UnencodableEventError
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
 from bridge.serve.run.resume import settle_approvals
 from bridge.serve.tools.state import UPDATE_STATE, RunState, shares_state
 from bridge.serve.upstream.recording import RunRecord
+
+logger = logging.getLogger("agui_bridge")
 
 
 async def run(bridge: Bridge, request: Request) -> Response:
@@ -64,6 +67,7 @@ async def run(bridge: Bridge, request: Request) -> Response:
             run_input.state,
             schema=config.state_schema,
             max_bytes=config.max_state_bytes,
+            max_depth=MAX_DEPTH - 1,  # the state sits one level inside the body
             told=observe.state_update,
         )
     writer = FrameWriter(bridge.redactor, protocol)
@@ -103,11 +107,12 @@ async def run(bridge: Bridge, request: Request) -> Response:
 
 
 class _Frames:
-    """A run's output (``bridge.serve.run.output``): each batch observed, encoded for the
-    client (redacted, shaped for its protocol), recorded with ``--record``, held in the
-    response's sink until the run flushes."""
+    """A run's output (``bridge.serve.run.output``): each batch encoded for the client
+    (redacted, shaped for its protocol), held in the response's sink until the run flushes,
+    observed, recorded with ``--record``. A batch that cannot be encoded is not written
+    (``UnencodableEventError``), and after it only the run's end is."""
 
-    __slots__ = ("_add", "_first", "_frames", "_record", "_sent", "flush")
+    __slots__ = ("_add", "_failed", "_first", "_frames", "_record", "_run_id", "_sent", "flush")
 
     def __init__(
         self,
@@ -117,20 +122,32 @@ class _Frames:
         record: RunRecord | None = None,
     ) -> None:
         self._add, self._frames, self._sent = sink.add, writer.frames, observe.sent
+        self._run_id = observe.run_id
         self._record = record
         self._first = True
+        self._failed = False
         self.flush = sink.flush
 
     def write(self, batch: Sequence[BaseEvent]) -> None:
+        ends = bool(batch) and isinstance(batch[-1], RUN_ENDS)
+        if self._failed and not ends:  # what a turn closes after the batch that failed
+            return
+        try:
+            text = self._frames(batch)
+            self._add(text)
+        except Exception as exc:
+            self._failed = True
+            kinds = ", ".join(dict.fromkeys(str(event.type.value) for event in batch))
+            error = UnencodableEventError(f"the bridge could not encode this run's {kinds}")
+            logger.warning("run %s: %s", self._run_id, error.message, exc_info=exc)
+            raise error from exc
         # The observation reads a run's first batch and its end (RunObservation.sent): the
         # batches between, most of them one token's, leave it untouched.
-        if self._first or (batch and isinstance(batch[-1], RUN_ENDS)):
+        if self._first or ends:
             self._first = False
             self._sent(batch)
-        text = self._frames(batch)
         if self._record is not None:
             self._record.frames(text)
-        self._add(text)
 
 
 def _tool_loop(

@@ -160,7 +160,8 @@ class Metrics:
         self.state_updates = Counter(
             "agui_bridge_state_updates",
             "The model's update_state calls (--shared-state), by outcome: applied, invalid (the "
-            "patch does not apply), schema (it breaks --state-schema), too_large.",
+            "patch does not apply), schema (it breaks --state-schema), too_large (over "
+            "--max-state-bytes), too_deep (deeper than a client may send back).",
             ["outcome"],
             registry=registry,
         )

@@ -38,7 +38,7 @@ from bridge.config import UpstreamApi
 from bridge.core.errors import BridgeError, InternalError
 from bridge.core.translate import TranslateOptions, TurnOutcome
 from bridge.serve.observe.observation import RunObservation, Telemetry
-from bridge.serve.run.output import RUN_ENDS, RunOutput
+from bridge.serve.run.output import RUN_ENDS, RunOutput, UnencodableEventError
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.run.turn import Turn
@@ -106,17 +106,35 @@ def run_agent(
     after ``RUN_STARTED``."""
     args = (run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
     if state is None:  # a run without a state to edit pays nothing for it per chunk
-        return _run(out, *args)
-    return _with_state(_run(_WithState(out, state), *args), state)
+        return _to_its_end(_run(out, *args), run_input, out, out)
+    kept = _WithState(out, state)
+    return _to_its_end(_run(kept, *args), run_input, kept, out, state)
 
 
-async def _with_state(run: Awaitable[None], state: RunState) -> None:
-    token = RUN_STATE.set(state)  # where its update_state calls find it
+async def _to_its_end(
+    run: Awaitable[None],
+    run_input: RunAgentInput,
+    out: RunOutput,
+    bare: RunOutput,
+    state: RunState | None = None,
+) -> None:
+    """The run, ended with RUN_ERROR when ``out`` could not encode one of its batches: after
+    the state's snapshot when the run changed it, else (the snapshot is what failed) alone, by
+    ``bare``, the output under the snapshot's. ``state``: where its update_state calls find
+    it."""
+    token = RUN_STATE.set(state) if state is not None else None
     try:
         await run
+    except UnencodableEventError as exc:
+        end = [_error(run_input, exc)]
+        try:
+            await _send(out, end)
+        except UnencodableEventError:
+            await _send(bare, end)
     finally:
-        with suppress(ValueError):  # ended in another context: the variable goes with it
-            RUN_STATE.reset(token)
+        if token is not None:
+            with suppress(ValueError):  # ended in another context: the variable goes with it
+                RUN_STATE.reset(token)
 
 
 class _WithState:

@@ -14,15 +14,26 @@ from typing import Protocol
 
 from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent
 
+from bridge.core.errors import BridgeError
+
 #: The events that end a run: exactly one of them is its last.
 RUN_ENDS = (RunFinishedEvent, RunErrorEvent)
+
+
+class UnencodableEventError(BridgeError):
+    """A batch the output could not encode (a value JSON or UTF-8 cannot hold, one nested past
+    the encoder's depth: whatever failed). None of it was written, nothing but the run's end
+    will be, and the run ends with this as its ``RUN_ERROR`` (``bridge.serve.run.loop``)."""
+
+    code = "unencodable_event"
 
 
 class RunOutput(Protocol):
     """A run's events, written as they are made and sent when flushed."""
 
     def write(self, batch: Sequence[BaseEvent]) -> None:
-        """Take a batch of events (held until the next ``flush``)."""
+        """Take a batch of events (held until the next ``flush``); ``UnencodableEventError``
+        when it cannot be encoded."""
 
     async def flush(self) -> None:
         """Send what was written since the last flush."""

@@ -162,17 +162,20 @@ class ServerTools:
         self, calls: Sequence[ToolCall], observe: RunObservation | None = None
     ) -> AsyncGenerator[ToolCallResultEvent, None]:
         """Run the calls in parallel, at most ``max_parallel`` at once (the others wait their
-        turn, in order); yield each one's result as it comes. Leaving early (the client went
+        turn, in order); yield each one's result as it comes, and results that came together
+        in the calls' order (``update_state``'s calls end in the order their patches applied,
+        and their deltas must reach the client in that order). Leaving early (the client went
         away) cancels the calls still running, and the waiting ones never start. ``observe``:
         the run's telemetry, told of each call."""
         waiting = iter(calls)
         tasks: set[asyncio.Task[ToolCallResultEvent]] = set()
+        order: dict[asyncio.Task[ToolCallResultEvent], int] = {}
         try:
-            tasks.update(self._start(waiting, self.max_parallel, observe))
+            tasks.update(self._start(waiting, self.max_parallel, observe, order))
             while tasks:
                 done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                tasks.update(self._start(waiting, len(done), observe))
-                for task in done:
+                tasks.update(self._start(waiting, len(done), observe, order))
+                for task in sorted(done, key=order.__getitem__):
                     yield task.result()
         finally:
             for task in tasks:
@@ -181,10 +184,17 @@ class ServerTools:
                 await asyncio.wait(tasks)
 
     def _start(
-        self, waiting: Iterator[ToolCall], count: int, observe: RunObservation | None
+        self,
+        waiting: Iterator[ToolCall],
+        count: int,
+        observe: RunObservation | None,
+        order: dict[asyncio.Task[ToolCallResultEvent], int],
     ) -> Iterator[asyncio.Task[ToolCallResultEvent]]:
+        """Start the next ``count`` calls, each task numbered in ``order`` as it is made."""
         for _, call in zip(range(count), waiting, strict=False):
-            yield asyncio.create_task(self._result(call, observe))
+            task = asyncio.create_task(self._result(call, observe))
+            order[task] = len(order)
+            yield task
 
     async def _result(self, call: ToolCall, observe: RunObservation | None) -> ToolCallResultEvent:
         name = call.function.name

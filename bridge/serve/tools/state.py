@@ -2,17 +2,21 @@
 
 With ``--shared-state``, a run whose ``RunAgentInput.state`` is a JSON object shows the model that
 state (``state_prompt``) and offers it ``update_state``, whose one argument ``patch`` is a list of
-RFC 6902 operations. The bridge runs the call itself: a patch that applies (by ``jsonpatch``) and
-keeps the schema (``--state-schema``, by ``jsonschema``) and the size (``--max-state-bytes``)
-becomes the run's state, and its operations go to the client as ``STATE_DELTA``, right after the
-call's ``TOOL_CALL_RESULT``; one that does not changes nothing, and the model reads why. A run
-that changed its state ends with a ``STATE_SNAPSHOT`` of the whole before its terminal event
-(``bridge.serve.run.loop``).
+RFC 6902 operations. The bridge runs the call itself: a patch that applies within its bounds
+(``bridge.serve.tools.patch``: the size ``--max-state-bytes``, checked before each copy as well
+as after; the depth the bridge takes back from a client) and keeps the schema (``--state-schema``,
+by ``jsonschema``, formats included) becomes the run's state, and its operations go to the
+client as ``STATE_DELTA``, right after the call's ``TOOL_CALL_RESULT``; one that does not
+changes nothing, and the model reads why. A run that changed its state ends with a
+``STATE_SNAPSHOT`` of the whole before its terminal event (``bridge.serve.run.loop``).
 
 The run's state is found through ``RUN_STATE``, set by the run before its tools run (the tool's
-calls are tasks made in the run's context). Calls apply in the order they were made (a lock,
-which asyncio hands out first come, first served), and a big state is patched in a worker
-thread: a copy, a patch and a check of a megabyte hold the event loop for tens of ms.
+calls are tasks made in the run's context). Calls apply in the order they were made: each takes
+a lock (which asyncio hands out first come, first served) before it awaits anything, and its
+task ends in the same step as its patch is applied, so the calls' tasks end in that order too
+(``ServerTools.run`` sends results that end together in the calls' order). Every patch is read,
+applied and checked in a worker thread: the model chooses its size, and a copy, a patch and a
+check of a megabyte hold the event loop for tens of ms.
 """
 
 from __future__ import annotations
@@ -25,21 +29,18 @@ from contextvars import ContextVar
 from typing import Any, Literal, TypeGuard
 
 import anyio.to_thread
-import jsonpatch
-import jsonpointer
 from ag_ui.core import StateDeltaEvent, StateSnapshotEvent
 
 from bridge.config import BridgeConfig
-from bridge.serve.tools.server_tools import ServerTool, ToolError, ToolOutput, json_arguments
+from bridge.serve.tools.patch import PatchOutcome, PatchRefused, apply_patch, read_patch
+from bridge.serve.tools.server_tools import ServerTool, ToolError, ToolOutput
 
 #: The tool's name: a frontend tool of that name is refused while shared state is on.
 UPDATE_STATE = "update_state"
-#: States bigger than this (their JSON, in bytes) are patched in a worker thread.
-_BIG_STATE = 64 * 1024
 #: A new state this small is shown to the model in the call's result.
 _SHOWN_STATE = 4 * 1024
 
-StateOutcome = Literal["applied", "invalid", "schema", "too_large"]
+StateOutcome = Literal["applied", PatchOutcome]
 
 PATCH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -73,50 +74,53 @@ class RunState:
         self,
         state: Mapping[str, Any],
         *,
+        max_depth: int,
         schema: Mapping[str, Any] | None = None,
         max_bytes: int = 1_000_000,
         told: Callable[[StateOutcome], None] | None = None,
     ) -> None:
+        """``max_depth``: the deepest state (``{}`` is one level) the bridge takes back from a
+        client; a patch may not make a deeper one."""
         self.value: dict[str, Any] = dict(state)
         self.changed = False
         self._validator: Any = None
         if schema is not None:  # the state extra's jsonschema (BridgeConfig checked it is there)
             import jsonschema
 
-            self._validator = jsonschema.Draft202012Validator(schema)
+            validator = jsonschema.Draft202012Validator
+            # Formats too: JSON Schema makes them annotations unless a checker is given.
+            self._validator = validator(schema, format_checker=validator.FORMAT_CHECKER)
         self._max_bytes = max_bytes
+        self._max_depth = max_depth
         self._told = told
-        self._size: int | None = None  # its JSON's bytes, measured by the first patch
         self._lock = asyncio.Lock()
 
     async def update(self, arguments: str) -> ToolOutput:
         """Apply one ``update_state`` call's patch; ``ToolError`` (the model reads it) when it
-        does not apply, breaks the schema or grows the state past the limit."""
-        patch = json_arguments(arguments).get("patch")
-        if not isinstance(patch, list):
-            raise self._refused("invalid", "'patch' must be a list of JSON Patch operations")
-        async with self._lock:  # in the calls' order; a big state off the event loop
-            if self._size is None or self._size > _BIG_STATE:  # the client's: of any size
-                new, text = await anyio.to_thread.run_sync(self._patched, patch)
-            else:
-                new, text = self._patched(patch)
-            self.value, self._size, self.changed = new, len(text.encode()), True
+        does not apply, breaks the schema, or would make the state too big or too deep."""
+        # The lock before any await: the calls take it in the order they were made.
+        async with self._lock:
+            try:
+                patch, new, text = await anyio.to_thread.run_sync(self._patched, arguments)
+            except PatchRefused as exc:
+                if self._told is not None:
+                    self._told(exc.outcome)
+                raise ToolError(f"{exc}. The state is unchanged.") from None
+            self.value, self.changed = new, True
+        # Nothing awaited since the patch applied: this call's task ends before the next
+        # call's patch can apply (the module's docstring says why that matters).
         if self._told is not None:
             self._told("applied")
         shown = f" The state is now: {text}" if len(text) <= _SHOWN_STATE else ""
         return ToolOutput(f"State updated.{shown}", after=(StateDeltaEvent(delta=patch),))
 
-    def _patched(self, patch: list[Any]) -> tuple[dict[str, Any], str]:
-        """The state the patch makes (all of it or none: jsonpatch applies it to a copy) and its
-        JSON; ``ToolError`` when it does not hold."""
-        try:
-            new = jsonpatch.JsonPatch(patch).apply(self.value)
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-            raise self._refused("invalid", f"the patch does not apply: {exc}") from exc
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-            raise self._refused("invalid", f"the patch is malformed: {exc!r}") from exc
-        if not isinstance(new, dict):
-            raise self._refused("invalid", "the state must stay a JSON object")
+    def _patched(self, arguments: str) -> tuple[list[Any], dict[str, Any], str]:
+        """The call's patch, the state it makes (all of it or none: applied to a copy) and that
+        state's JSON; ``PatchRefused`` when it does not hold."""
+        patch, size = read_patch(arguments, max_depth=self._max_depth)
+        new = apply_patch(
+            self.value, patch, size, max_bytes=self._max_bytes, max_depth=self._max_depth
+        )
         if self._validator is not None:
             errors = list(itertools.islice(self._validator.iter_errors(new), 3))
             if errors:
@@ -125,19 +129,14 @@ class RunState:
                     f"{error.message[:200]}"
                     for error in errors
                 )
-                raise self._refused("schema", f"the new state breaks the schema: {where}")
+                raise PatchRefused("schema", f"the new state breaks the schema: {where}")
         text = _dumped(new)
         size = len(text.encode())
         if size > self._max_bytes:
-            raise self._refused(
+            raise PatchRefused(
                 "too_large", f"the new state would be {size} bytes, over {self._max_bytes}"
             )
-        return new, text
-
-    def _refused(self, outcome: StateOutcome, why: str) -> ToolError:
-        if self._told is not None:
-            self._told(outcome)
-        return ToolError(f"{why}. The state is unchanged.")
+        return patch, new, text
 
     def snapshot(self) -> StateSnapshotEvent:
         return StateSnapshotEvent(snapshot=self.value)
