@@ -26,13 +26,13 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from peers_approvals import MuteStore, ReplyCutter, hostile_model, says, tool_calls
 
 from bridge.cli.demo import create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
 from bridge.serve.run.resume import ALREADY_RUN_STATEMENT
 from bridge.serve.tools.python_tools import requires_approval
+from peers_approvals import MuteStore, ReplyCutter, hostile_model, says, tool_calls
 from redis_server import RedisServer
 from servers import (
     approving,

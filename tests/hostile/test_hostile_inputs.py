@@ -24,13 +24,13 @@ import pytest
 from ag_ui.core import RunAgentInput
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from peers_inputs import KEY, MARKER, Gate, on_event_loop, part_history, posted_while_gated
 from pydantic import TypeAdapter
 
 from agui_rules import check_frames, parse_body
 from bridge.serve.http import run_input as reading
 from bridge.serve.http.run_input import MAX_ID_CHARS, OFF_LOOP_BYTES, validate_run_input
 from bridge.serve.redact import Redactor
+from peers_inputs import KEY, MARKER, Gate, on_event_loop, part_history, posted_while_gated
 from servers import Stack, run_input, scripted_stack
 
 PEER = Path(__file__).resolve().parent / "peers_inputs.py"
