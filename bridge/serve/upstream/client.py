@@ -25,6 +25,7 @@ from bridge.serve.upstream.body import Body, IdleWatch
 from bridge.serve.upstream.failures import UpstreamFailures
 from bridge.serve.upstream.sse import SseReader, chunk_from_data
 from bridge.serve.upstream.transport import (
+    RESENDS,
     TRANSPORT_ERRORS,
     LoopTurns,
     TransportWrapper,
@@ -199,21 +200,23 @@ class UpstreamClient:
         """Send the request, retrying only what failed before the answer began."""
         url = f"{self._base}{path}"
         headers = _JSON
+        # The run's observation counts its resends: the transport's budget (transport.py).
+        extensions: dict[str, Any] = {}
         if observe is not None:
             headers = {**_JSON, **observe.headers()}
+            extensions = {RESENDS: observe}
         attempt = 0
         while True:
             try:
-                response = await self._client.send(
-                    self._client.build_request(
-                        "POST", url, content=request_body(body), headers=headers
-                    ),
-                    stream=True,
+                request = self._client.build_request(
+                    "POST", url, content=request_body(body), headers=headers, extensions=extensions
                 )
+                response = await self._client.send(request, stream=True)
             except TRANSPORT_ERRORS as exc:
                 # Nothing of an answer was received: a dropped connection is as retryable as a
-                # refused one. (A pooled connection the server had closed never gets here: the
-                # transport sends the request again at once on a new one, transport.py.)
+                # refused one. (A pooled connection the server had closed gets here only once
+                # the run spent its resends: the transport sends the request again at once on a
+                # new one, transport.py.)
                 retryable = failure_kind(exc) in ("connect", "connect_timeout", "closed")
                 if not retryable or attempt >= self._config.retries:
                     raise self._failures.translate(exc, answering=False) from exc
