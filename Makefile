@@ -84,7 +84,8 @@ pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP) $(
 
 # Benchmarks outside run_all.py: hostile input (issue 22), observability's cost (issue 24),
 # fairness beside a firehose (issue 25).
-SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall firehose observability fairness
+SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall firehose observability fairness \
+	hostile_upstream
 
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke

@@ -7,6 +7,10 @@ that many). A later request on the same connection is read whole, then the conne
 unanswered (``reused="close"``): the model may have run in full, and no answer came. With
 ``new="close"`` a connection's first request is read and closed too.
 
+What an answered completion is, ``answer`` says: ``stream`` (the event stream), ``nested_chunk``
+(a chunk of 100,000 nested arrays in it), ``nested_error`` (HTTP 500 whose JSON body nests
+them), ``big_json`` (one whole JSON answer of 2 MB, with no ``Content-Length``).
+
 ``GET /props`` answers as ``props`` says (``PROPS_MODES``); ``GET /models`` lists ``MODEL``.
 Every request is noted (``requests``: ``"METHOD /path"``, and for a completion the last
 message's text, which names the run); ``sent`` counts the bytes of ``/props`` bodies written
@@ -28,9 +32,10 @@ MODEL = "hostile"
 WORDS = ["Hello", " there"]
 
 #: ``/props``: ``ok`` (a template that drops earlier reasoning), ``preserves`` (one that keeps
-#: it), ``drip`` (headers, then one byte every ``drip`` seconds), ``nested`` (a 200 KB body of
-#: 100,000 nested arrays), ``huge`` (200 MB with its Content-Length), ``huge_chunked`` (200 MB,
-#: chunked: no length told), ``gzip_bomb`` (256 MB of zeros as about 250 KB of gzip).
+#: it), ``drip`` (headers, then one byte every ``drip`` seconds, of ``drip_size`` and a few),
+#: ``nested`` (a 200 KB body of 100,000 nested arrays), ``huge`` (200 MB with its
+#: Content-Length), ``huge_chunked`` (200 MB, chunked: no length told), ``gzip_bomb`` (256 MB of
+#: zeros as about 250 KB of gzip).
 PROPS_MODES = ("ok", "preserves", "drip", "nested", "huge", "huge_chunked", "gzip_bomb")
 HUGE = 200 * 1024 * 1024
 BOMB = 256 * 1024 * 1024
@@ -41,8 +46,10 @@ class HostileUpstream:
     fill: int = 1
     reused: str = "close"  # answer | close
     new: str = "answer"  # answer | close
+    answer: str = "stream"
     props: str = "ok"
     drip: float = 0.25
+    drip_size: int = 1000
     requests: list[str] = field(default_factory=list)
     completions: list[str] = field(default_factory=list)  # the run each completion named
     connections: int = 0
@@ -89,7 +96,7 @@ class HostileUpstream:
                     with suppress(TimeoutError):
                         async with asyncio.timeout(10):
                             await self._filled.wait()
-                    writer.write(_completion())
+                    writer.write(_completion(self.answer))
                 elif method == "GET" and path.partition("?")[0] == "/props":
                     if not await self._props(writer):
                         break  # a hostile answer: the connection ends with it
@@ -117,7 +124,7 @@ class HostileUpstream:
             writer.write(_whole({"build_info": "b1-hostile", "chat_template_caps": caps}))
             return True
         elif mode == "drip":
-            body = json.dumps({"build_info": "b1-" + "x" * 1000}).encode()
+            body = json.dumps({"build_info": "b" + "x" * self.drip_size}).encode()
             writer.write(_head("application/json", f"Content-Length: {len(body)}"))
             for byte in body:
                 writer.write(bytes([byte]))
@@ -125,8 +132,7 @@ class HostileUpstream:
                 self.sent += 1
                 await asyncio.sleep(self.drip)
         elif mode == "nested":
-            n = 100_000
-            writer.write(_whole(None, raw=b"[" * n + b"]" * n))
+            writer.write(_whole(None, raw=NESTED))
             return True
         elif mode in ("huge", "huge_chunked"):
             chunked = mode == "huge_chunked"
@@ -183,7 +189,19 @@ def _run_named(body: bytes) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _completion() -> bytes:
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+def _completion(answer: str) -> bytes:
+    if answer == "nested_error":
+        return _whole(None, raw=b'{"error": ' + NESTED + b"}", status="500 Internal Server Error")
+    if answer == "big_json":
+        message = {"role": "assistant", "content": "x" * 2 * 1024 * 1024}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        data = json.dumps({"object": "chat.completion", "choices": [choice]}).encode()
+        pieces = (data[i : i + 65536] for i in range(0, len(data), 65536))
+        framed = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
+        return _head("application/json", "Transfer-Encoding: chunked") + framed + b"0\r\n\r\n"
     frames = []
     for i, word in enumerate(WORDS):
         delta = {"role": "assistant", "content": word} if i == 0 else {"content": word}
@@ -192,6 +210,8 @@ def _completion() -> bytes:
     # No [DONE]: the bridge reads on to the body's end, so that httpx's transport too keeps the
     # connection (it closes one whose answer was left unread).
     events = [f"data: {json.dumps(frame)}\n\n".encode() for frame in frames]
+    if answer == "nested_chunk":
+        events.insert(1, b'data: {"choices": ' + NESTED + b"}\n\n")
     body = b"".join(b"%x\r\n%s\r\n" % (len(event), event) for event in events) + b"0\r\n\r\n"
     return _head("text/event-stream", "Transfer-Encoding: chunked") + body
 

@@ -20,12 +20,11 @@ each streamed answer though it answered ``Keep-Alive: timeout=5, max=100``, so a
 right after one goes out on a connection whose close is on its way. That is no failing server:
 no backoff, no retry counted, and the recording above the transport sees one exchange.
 
-But a server may also have read the whole request, and run the model in full, before it closed:
-so a resend goes out on a connection made for it, never on another pooled one (each of which the
-server may close the same way), and a run has ``MAX_RESENDS`` of them in all, whatever its
-turns and retries. The request carries whom to tell (``RESENDS``, the run's observation): the
-run's count is the budget, and each resend is counted once there. Past it, a pooled connection
-closed before any answer is the caller's failure to retry (with backoff, counted) or report.
+But a server may have read the whole request, and run the model, before it closed: so a resend
+goes out on a connection made for it, never another pooled one (which the server may close the
+same way), and a run has ``MAX_RESENDS`` in all, whatever its turns and retries: its observation,
+carried by the request (``RESENDS``), counts them. Past that, a pooled connection closed before
+any answer is the caller's failure to retry (with backoff, counted) or report.
 """
 
 from __future__ import annotations
@@ -70,15 +69,6 @@ class Resends(Protocol):
     def resent(self) -> None: ...
 
 
-class _OneRequest:
-    """The count of a request that belongs to no run (``/props``, ``/models``, the doctor's)."""
-
-    resends = 0
-
-    def resent(self) -> None:
-        self.resends += 1
-
-
 @dataclass
 class _ConnectionUse:
     """Which connection one attempt at a request went out on, as the transport's trace hooks
@@ -108,10 +98,13 @@ async def _resent_if_stale(
         return await send(request)
     except TRANSPORT_ERRORS as exc:
         stale = use.reused and failure_kind(exc) == "closed"
-        counted: Resends = request.extensions.get(RESENDS) or _OneRequest()
-        if not stale or counted.resends >= MAX_RESENDS or not _in_memory(request):
+        # A request of no run (/props, /models, the doctor's) is resent once, as any request is.
+        counted: Resends | None = request.extensions.get(RESENDS)
+        spent = counted is not None and counted.resends >= MAX_RESENDS
+        if not stale or spent or not _in_memory(request):
             raise
-        counted.resent()
+        if counted is not None:
+            counted.resent()
     finally:
         _CONNECTION_USE.reset(token)
     return await send_anew(request)
