@@ -166,6 +166,7 @@ class CountedObservation:
     def __init__(self) -> None:
         self.statuses: list[int] = []
         self.retries = 0
+        self.resends = 0
 
     def headers(self) -> dict[str, str]:
         return {}
@@ -175,6 +176,9 @@ class CountedObservation:
 
     def retry(self) -> None:
         self.retries += 1
+
+    def resent(self) -> None:
+        self.resends += 1
 
 
 def tool_call_counts(metrics: str, tool: str) -> dict[str, float]:

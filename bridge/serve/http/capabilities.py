@@ -72,6 +72,8 @@ def capabilities(
     if llama_cpp_props is not None:
         caps = llama_cpp_props.get("chat_template_caps")
         preserve = caps.get("supports_preserve_reasoning") if isinstance(caps, dict) else None
+        # Only what it means: whatever else the upstream put there is not ours to repeat.
+        preserve = preserve if isinstance(preserve, bool) else None
         custom["llamaCpp"] = {"supportsPreserveReasoning": preserve}
     described = AgentCapabilities(
         identity=IdentityCapabilities(

@@ -41,5 +41,7 @@ class RunFacts:
     tool_calls: int = 0
     upstream_requests: int = 0
     upstream_retries: int = 0
+    #: Requests sent again at once on a new connection: a pooled one closed before any answer.
+    upstream_resends: int = 0
     #: The model's edits of the shared state that applied (``update_state``).
     state_updates: int = 0

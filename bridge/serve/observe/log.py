@@ -44,6 +44,7 @@ def log_run(
         "tokens_reasoning": run.tokens["reasoning"],
         "tool_calls": run.tool_calls,
         "upstream_requests": run.upstream_requests,
+        "upstream_resends": run.upstream_resends,
         "state_updates": run.state_updates,
         "bytes_sent": bytes_sent,
         "pid": os.getpid(),  # the worker, with serve --workers

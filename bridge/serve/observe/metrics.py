@@ -124,6 +124,13 @@ class Metrics:
             ["model"],
             registry=registry,
         )
+        self.resends = Counter(
+            "agui_bridge_upstream_resends",
+            "Upstream requests sent again at once on a new connection: a pooled one closed "
+            "before any answer (not retries).",
+            ["model"],
+            registry=registry,
+        )
         self.tool_calls = Counter(
             "agui_bridge_tool_calls",
             "Tool calls by tool, side (frontend, server) and outcome.",
@@ -198,6 +205,9 @@ class Metrics:
 
     def upstream_retry(self, model: str) -> None:
         self.retries.labels(model).inc()
+
+    def upstream_resend(self, model: str) -> None:
+        self.resends.labels(model).inc()
 
     def turn_ended(
         self, model: str, chunks: int, usage: TokenUsage | None, failure: str | None

@@ -186,8 +186,8 @@ class RunObservation(RunFacts):
 
 
 class TurnObservation:
-    """One upstream request: its HTTP answers (``answered``, one per attempt), its retries, its
-    first output (``output``), its end (``end``)."""
+    """One upstream request: its HTTP answers (``answered``, one per attempt), its retries and
+    resends, its first output (``output``), its end (``end``)."""
 
     def __init__(self, run: RunObservation, body: Mapping[str, Any]) -> None:
         self._run = run
@@ -214,6 +214,17 @@ class TurnObservation:
         self._run.upstream_retries += 1
         if self._run.metrics is not None:
             self._run.metrics.upstream_retry(self._run.model)
+
+    @property
+    def resends(self) -> int:
+        """The run's resends so far, all its requests together: the transport's budget."""
+        return self._run.upstream_resends
+
+    def resent(self) -> None:
+        """The request went out again at once on a new connection (the transport's resend)."""
+        self._run.upstream_resends += 1
+        if self._run.metrics is not None:
+            self._run.metrics.upstream_resend(self._run.model)
 
     def content(self, events: Sequence[BaseEvent]) -> None:
         """The turn's answer text, for its span (``--otel-content`` only)."""

@@ -8,14 +8,15 @@ in progress needs it (``current-turn``), as for every server without ``/props``.
 
 The cache holds one entry per model (llama.cpp's router serves several and answers
 ``/props?model=NAME``; a single-model server ignores the query). An answer stays fresh for
-``ttl`` seconds; a read that failed (no connection, a timeout, llama.cpp's 503 while it loads,
-the router's 400 for a model it has not loaded) gives ``current-turn`` for ``retry`` seconds,
-then is tried again. A run whose upstream failed, dropped it or had to be retried drops every
-entry (``run_ended``): a server that restarts drops its connections and may come back with
-another model. Runs that find an entry stale share one GET (single flight), made in a task of
-its own so that a run cancelled meanwhile cancels no other run's wait. So at most one GET per
-model per ``ttl`` on the runs' path, and none for an explicit scope or the Responses API (its
-reasoning goes back as encrypted items, whatever the scope).
+``ttl`` seconds; a read that failed (no connection, no whole answer within its deadline or size,
+llama.cpp's 503 while it loads, the router's 400 for a model it has not loaded) gives
+``current-turn`` for ``retry`` seconds, then is tried again. A run whose upstream failed,
+dropped it or had to be retried drops every entry (``run_ended``): a server that restarts drops
+its connections and may come back with another model. Runs that find an entry stale share one
+GET (single flight), made in a task of its own so that a run cancelled meanwhile cancels no
+other run's wait. So at most one GET per model per ``ttl`` on the runs' path, and none for an
+explicit scope or the Responses API (its reasoning goes back as encrypted items, whatever the
+scope).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """A streamed answer's body as the read loop takes it, and the idle timeout of a body read from
-aiohttp's own buffer: one watch for all of them instead of a timer re-armed on every read.
+aiohttp's own buffer: one watch for all of them instead of a timer re-armed on every read; and
+an answer read whole, within a size (``read_whole``).
 
 Private names read here, of versions pinned in pyproject and checked by
 ``tests/test_read_path.py`` (a change makes it fail, not go slow): httpx's
@@ -20,6 +21,7 @@ import httpx
 from httpx._client import BoundAsyncStream
 from httpx_aiohttp.transport import AiohttpResponseStream
 
+from bridge.core.errors import UpstreamProtocolError
 from bridge.serve.upstream.transport import YieldingStream
 
 #: What the read an ``IdleWatch`` fails raises: aiohttp's timeout (read as one), said as ours.
@@ -139,3 +141,24 @@ class IdleWatch:
                 if now - body.waiting >= timeout:
                     body.waiting = 0.0
                     body.time_out()
+
+
+async def read_whole(response: httpx.Response, limit: int, what: str) -> bytes:
+    """``response``'s body, decoded, refused (``UpstreamProtocolError``) before a byte of it is
+    read when its ``Content-Length`` passes ``limit`` bytes, and as soon as more than ``limit``
+    arrived otherwise. ``what``: the request, in the error's words. (A compressed body is
+    checked as each piece is decoded: a caller that cannot afford a piece's expansion, about a
+    thousand to one, asks for none and refuses one that comes anyway.)"""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise UpstreamProtocolError(
+            f"the upstream's answer to {what} is {int(declared)} bytes long, more than {limit}"
+        )
+    raw = bytearray()
+    async for piece in response.aiter_bytes():
+        raw += piece
+        if len(raw) > limit:
+            raise UpstreamProtocolError(
+                f"the upstream's answer to {what} is longer than {limit} bytes"
+            )
+    return bytes(raw)

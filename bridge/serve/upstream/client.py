@@ -14,17 +14,19 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 import orjson
 
 from bridge.config import BridgeConfig
-from bridge.core.encode import without_lone_surrogates
-from bridge.core.errors import UpstreamProtocolError
+from bridge.core.errors import BridgeError, UpstreamProtocolError, UpstreamTimeoutError
 from bridge.serve.observe.observation import TurnObservation
-from bridge.serve.upstream.body import Body, IdleWatch
+from bridge.serve.upstream.body import Body, IdleWatch, read_whole
 from bridge.serve.upstream.failures import UpstreamFailures
+from bridge.serve.upstream.parse import parse_json
 from bridge.serve.upstream.sse import SseReader, chunk_from_data
 from bridge.serve.upstream.transport import (
+    RESENDS,
     TRANSPORT_ERRORS,
     LoopTurns,
     TransportWrapper,
@@ -38,6 +40,19 @@ Chunk = dict[str, Any] | str
 # Failures that say "not now" rather than "no": worth another try before the answer began.
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _MODELS_TTL = 60.0
+
+#: The longest ``GET /props`` or ``GET /models`` takes in all: connecting, its head and its
+#: whole body. Runs wait on them, and a timeout per read would let a server that sends a byte
+#: now and then hold them for ever.
+SMALL_ANSWER_DEADLINE = 5.0
+#: The largest answer of each, refused before it is read: llama.cpp's /props holds the chat
+#: template (tens of KB); a hosted catalogue's /models (OpenRouter's) runs to a megabyte or two.
+MAX_PROPS_BYTES = 1024 * 1024
+MAX_MODELS_BYTES = 8 * 1024 * 1024
+#: A bigger answer is parsed on a worker thread, off the event loop.
+_OFF_LOOP_BYTES = 256 * 1024
+# Asked for no compression: a few kilobytes of gzip can inflate to gigabytes.
+_UNCODED = {"Accept-Encoding": "identity"}
 
 
 class UpstreamClient:
@@ -113,7 +128,7 @@ class UpstreamClient:
         content_type = response.headers.get("content-type", "")
         try:
             if "text/event-stream" not in content_type:
-                take(await _whole(response, content_type))
+                take(await _whole(response, content_type, self._config.max_line_bytes))
                 return
             chat = path == "/chat/completions"
             charset = _charset(response)
@@ -199,21 +214,23 @@ class UpstreamClient:
         """Send the request, retrying only what failed before the answer began."""
         url = f"{self._base}{path}"
         headers = _JSON
+        # The run's observation counts its resends: the transport's budget (transport.py).
+        extensions: dict[str, Any] = {}
         if observe is not None:
             headers = {**_JSON, **observe.headers()}
+            extensions = {RESENDS: observe}
         attempt = 0
         while True:
             try:
-                response = await self._client.send(
-                    self._client.build_request(
-                        "POST", url, content=request_body(body), headers=headers
-                    ),
-                    stream=True,
+                request = self._client.build_request(
+                    "POST", url, content=request_body(body), headers=headers, extensions=extensions
                 )
+                response = await self._client.send(request, stream=True)
             except TRANSPORT_ERRORS as exc:
                 # Nothing of an answer was received: a dropped connection is as retryable as a
-                # refused one. (A pooled connection the server had closed never gets here: the
-                # transport sends the request again at once on a new one, transport.py.)
+                # refused one. (A pooled connection the server had closed gets here only once
+                # the run spent its resends: the transport sends the request again at once on a
+                # new one, transport.py.)
                 retryable = failure_kind(exc) in ("connect", "connect_timeout", "closed")
                 if not retryable or attempt >= self._config.retries:
                     raise self._failures.translate(exc, answering=False) from exc
@@ -264,16 +281,18 @@ class UpstreamClient:
         return response
 
     async def list_models(self) -> list[str]:
-        """The upstream's ``GET /v1/models`` ids, cached for a minute; empty if it has none."""
+        """The upstream's ``GET /v1/models`` ids, cached for a minute; empty if it has none, or
+        they could not be read."""
         now = time.monotonic()
         if self._models is None or now - self._models[0] > _MODELS_TTL:
-            ids: list[str] = []
             try:
-                response = await self._client.get(f"{self._base}/models", timeout=5.0)
-                data = response.json().get("data", []) if response.status_code == 200 else []
-                ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
-            except (*TRANSPORT_ERRORS, ValueError, AttributeError):
-                pass
+                data = await self._small_json(f"{self._base}/models", MAX_MODELS_BYTES)
+            except BridgeError:
+                data = None  # as a server without a list: asked again after the minute
+            listed = data.get("data") if isinstance(data, dict) else None
+            models = listed if isinstance(listed, list) else []
+            ids = [m["id"] for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+            ids = [name for name in ids if name]
             self._models = (now, ids)
         return self._models[1]
 
@@ -281,25 +300,51 @@ class UpstreamClient:
         """llama.cpp's ``GET /props``, read now (``bridge.serve.run.props`` caches it), for
         ``model``: llama.cpp's router answers for that model, a single-model server ignores the
         query. ``None`` for a server without it (HTTP 404 or 405, not a JSON object). Raises
-        ``BridgeError`` when it could not be read: no connection, a timeout, another HTTP error
-        (llama.cpp's 503 while it loads; the router's 400 for a model not loaded)."""
+        ``BridgeError`` when it could not be read: no connection, no whole answer within
+        ``SMALL_ANSWER_DEADLINE``, one over ``MAX_PROPS_BYTES`` or compressed, another HTTP
+        error (llama.cpp's 503 while it loads; the router's 400 for a model not loaded)."""
         # autoload=false: reading /props must not make the router load a model (and wait).
         query = {"model": model, "autoload": "false"} if model else None
+        url = f"{self._base.removesuffix('/v1')}/props"
+        data = await self._small_json(url, MAX_PROPS_BYTES, query)
+        return data if isinstance(data, dict) else None
+
+    async def _small_json(self, url: str, limit: int, query: dict[str, str] | None = None) -> Any:
+        """``GET url``'s JSON; ``None`` for HTTP 404 or 405, or an answer that is not JSON.
+        Bounded before the work (see ``SMALL_ANSWER_DEADLINE``, ``MAX_PROPS_BYTES``); raises
+        ``BridgeError`` when it could not be read."""
+        what = f"GET {httpx.URL(url).path}"
+        deadline = asyncio.timeout(SMALL_ANSWER_DEADLINE)
         try:
-            response = await self._client.get(
-                f"{self._base.removesuffix('/v1')}/props", params=query, timeout=5.0
-            )
-            if response.status_code in (404, 405):
-                return None
-            if response.status_code >= 400:
-                raise await self._failures.http_error(response)
+            async with deadline:
+                request = self._client.build_request("GET", url, params=query, headers=_UNCODED)
+                response = await self._client.send(request, stream=True)
+                try:
+                    if response.status_code in (404, 405):
+                        return None
+                    if response.status_code >= 400:
+                        raise await self._failures.http_error(response)
+                    coding = response.headers.get("content-encoding", "identity").lower()
+                    if coding not in ("identity", ""):
+                        raise UpstreamProtocolError(
+                            f"the upstream answered {what} in {coding}, though asked for no "
+                            "content coding"
+                        )
+                    raw = await read_whole(response, limit, what)
+                finally:
+                    await response.aclose()
         except TRANSPORT_ERRORS as exc:
+            if deadline.expired():
+                raise UpstreamTimeoutError(
+                    f"the upstream did not answer {what} within {SMALL_ANSWER_DEADLINE:g} s"
+                ) from exc
             raise self._failures.translate(exc, answering=False) from exc
         try:
-            data = response.json()
+            if len(raw) > _OFF_LOOP_BYTES:
+                return await anyio.to_thread.run_sync(parse_json, raw)
+            return parse_json(raw)
         except ValueError:
             return None
-        return data if isinstance(data, dict) else None
 
 
 def _charset(response: httpx.Response) -> str | None:
@@ -312,24 +357,24 @@ def _charset(response: httpx.Response) -> str | None:
     return None if name == "utf-8" else name
 
 
-async def _whole(response: httpx.Response, content_type: str) -> dict[str, Any]:
+async def _whole(response: httpx.Response, content_type: str, limit: int) -> dict[str, Any]:
     """A server that answers the streaming request with one JSON body (some do when tools are
-    given): the translator reads a whole ``chat.completion`` (or ``response``) like a chunk."""
+    given): the translator reads a whole ``chat.completion`` (or ``response``) like a chunk, up
+    to ``limit`` bytes as a line of a stream."""
     if "json" not in content_type:
         raise UpstreamProtocolError(
             f"the upstream answered with {content_type or 'no content type'!r}, not an event stream"
         )
-    return _json_object(await response.aread())
-
-
-def _json_object(raw: bytes) -> dict[str, Any]:
+    raw = await read_whole(
+        response, limit, f"{response.request.method} {response.request.url.path}"
+    )
     try:
-        data = json.loads(raw)
+        data = parse_json(raw)
     except ValueError as exc:
         raise UpstreamProtocolError("the upstream answered with JSON that does not parse") from exc
     if not isinstance(data, dict):
         raise UpstreamProtocolError("the upstream answered with JSON that is not an object")
-    return dict(without_lone_surrogates(data))
+    return data
 
 
 _JSON = {"Content-Type": "application/json"}

@@ -6,7 +6,6 @@ upstream's own words when it has some."""
 from __future__ import annotations
 
 import email.utils
-import json
 import socket
 import ssl
 import time
@@ -23,6 +22,7 @@ from bridge.core.errors import (
     UpstreamTruncatedError,
 )
 from bridge.core.upstream_url import shown_url, upstream_url_hint
+from bridge.serve.upstream.parse import parse_json
 from bridge.serve.upstream.transport import failure_kind
 
 # An error body is read for its message only; a server sending megabytes of HTML is cut off.
@@ -49,7 +49,7 @@ class UpstreamFailures:
             if len(raw) >= _MAX_ERROR_BODY:
                 break
         body = raw[:_MAX_ERROR_BODY].decode("utf-8", "replace")
-        words = _error_message(body)
+        words = _error_message(raw[:_MAX_ERROR_BODY])
         if response.status_code == 404:
             message = self._not_found(response.request, words)
         else:
@@ -145,10 +145,10 @@ def _connect_failure(exc: BaseException, *, https: bool) -> tuple[str, str]:
     return "connect", ""
 
 
-def _error_message(body: str) -> str | None:
+def _error_message(body: bytes) -> str | None:
     """The upstream's own words: ``{"error": {"message"}}``, ``{"error": "…"}``, ``{"detail"}``."""
     try:
-        data = json.loads(body)
+        data = parse_json(body)
     except ValueError:
         return None
     if not isinstance(data, dict):

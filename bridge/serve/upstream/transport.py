@@ -19,6 +19,12 @@ a pooled one fails it before any answer: llama.cpp's ``llama-server`` closes its
 each streamed answer though it answered ``Keep-Alive: timeout=5, max=100``, so a request sent
 right after one goes out on a connection whose close is on its way. That is no failing server:
 no backoff, no retry counted, and the recording above the transport sees one exchange.
+
+But a server may have read the whole request, and run the model, before it closed: so a resend
+goes out on a connection made for it, never another pooled one (which the server may close the
+same way), and a run has ``MAX_RESENDS`` in all, whatever its turns and retries: its observation,
+carried by the request (``RESENDS``), counts them. Past that, a pooled connection closed before
+any answer is the caller's failure to retry (with backoff, counted) or report.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import aiohttp
 import httpx
@@ -47,9 +53,20 @@ TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, asyncio.TimeoutError)
 
 _LIMITS = httpx.Limits()
 
-#: A bound on the resends at once of one request: each connection that failed it leaves the pool,
-#: so they end anyway when the pool is empty.
-_MAX_RESENDS = 8
+#: The most resends of one run, all its requests and their retries together (module docstring).
+MAX_RESENDS = 8
+
+#: The request extension that names who counts the run's resends (``Resends``).
+RESENDS = "agui_bridge.resends"
+
+
+class Resends(Protocol):
+    """Who counts a run's resends: how many so far, all its requests together, and one more."""
+
+    @property
+    def resends(self) -> int: ...
+
+    def resent(self) -> None: ...
 
 
 @dataclass
@@ -67,24 +84,30 @@ _CONNECTION_USE: ContextVar[_ConnectionUse | None] = ContextVar(
 
 
 async def _resent_if_stale(
-    send: Callable[[httpx.Request], Awaitable[httpx.Response]], request: httpx.Request
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    send_anew: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    request: httpx.Request,
 ) -> httpx.Response:
-    """``send(request)``, again at once while a pooled connection closes under it before any
-    answer (see the module docstring). A connection made for it that fails is the caller's to
-    retry or report, as is a body that cannot be sent twice (a stream)."""
-    resends = 0
-    while True:
-        use = _ConnectionUse()
-        token = _CONNECTION_USE.set(use)
-        try:
-            return await send(request)
-        except TRANSPORT_ERRORS as exc:
-            stale = use.reused and failure_kind(exc) == "closed"
-            if not stale or resends >= _MAX_RESENDS or not _in_memory(request):
-                raise
-            resends += 1
-        finally:
-            _CONNECTION_USE.reset(token)
+    """``send(request)``; if a pooled connection closed under it before any answer, once more at
+    once on a connection made for it (``send_anew``), while the run has resends left (see the
+    module docstring). A new connection that fails is the caller's to retry or report, as is a
+    body that cannot be sent twice (a stream)."""
+    use = _ConnectionUse()
+    token = _CONNECTION_USE.set(use)
+    try:
+        return await send(request)
+    except TRANSPORT_ERRORS as exc:
+        stale = use.reused and failure_kind(exc) == "closed"
+        # A request of no run (/props, /models, the doctor's) is resent once, as any request is.
+        counted: Resends | None = request.extensions.get(RESENDS)
+        spent = counted is not None and counted.resends >= MAX_RESENDS
+        if not stale or spent or not _in_memory(request):
+            raise
+        if counted is not None:
+            counted.resent()
+    finally:
+        _CONNECTION_USE.reset(token)
+    return await send_anew(request)
 
 
 def _in_memory(request: httpx.Request) -> bool:
@@ -125,12 +148,23 @@ async def _httpcore_trace(event: str, info: dict[str, Any]) -> None:
         use.reused = not use.dialled
 
 
-class _AiohttpTransport(AiohttpTransport):
+#: The settings of a transport's twin for resends: no connection kept (each request makes its
+#: own, closed after its answer).
+_NONE_KEPT = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+
+
+class _AiohttpSessions(AiohttpTransport):
+    """httpx-aiohttp's transport on a session of ours (see ``_AiohttpTransport``)."""
+
     def get_client(self) -> aiohttp.ClientSession:
+        # No connection kept: aiohttp's force_close (which refuses a keep-alive timeout).
+        keep = {"keepalive_timeout": self.limits.keepalive_expiry}
+        if self.limits.max_keepalive_connections == 0:
+            keep = {"force_close": True}
         connector = aiohttp.TCPConnector(
             limit=self.limits.max_connections or 0,  # 0: no cap, as httpx's None
-            keepalive_timeout=self.limits.keepalive_expiry,
             ssl=self.ssl_context,
+            **keep,  # type: ignore[arg-type]
         )
         # aiohttp stops reading a response when its buffer passes twice this: 64 KiB held per
         # stream at most, as httpx's transport holds (a slow client slows the upstream).
@@ -138,14 +172,42 @@ class _AiohttpTransport(AiohttpTransport):
             connector=connector, read_bufsize=32 * 1024, trace_configs=[_connection_trace()]
         )
 
+
+class _Resending(httpx.AsyncBaseTransport):
+    """A transport that sends a request a pooled connection failed again at once on its twin,
+    ``plain`` with the same settings but keeping no connection (``_resent_if_stale``)."""
+
+    plain: ClassVar[Callable[..., httpx.AsyncBaseTransport]]
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._settings = settings
+        self._anew: httpx.AsyncBaseTransport | None = None
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await _resent_if_stale(super().handle_async_request, request)
+        return await _resent_if_stale(super().handle_async_request, self._send_anew, request)
+
+    async def _send_anew(self, request: httpx.Request) -> httpx.Response:
+        if self._anew is None:
+            self._anew = self.plain(**{**self._settings, "limits": _NONE_KEPT})
+        return await self._anew.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._anew is not None:
+            await self._anew.aclose()
 
 
-class _HttpcoreTransport(httpx.AsyncHTTPTransport):
+class _AiohttpTransport(_Resending, _AiohttpSessions):
+    plain = _AiohttpSessions
+
+
+class _HttpcoreTransport(_Resending, httpx.AsyncHTTPTransport):
+    plain = httpx.AsyncHTTPTransport
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         request.extensions = {"trace": _httpcore_trace, **request.extensions}  # a caller's wins
-        return await _resent_if_stale(super().handle_async_request, request)
+        return await super().handle_async_request(request)
 
 
 class _PooledClient(httpx.AsyncClient):
