@@ -33,11 +33,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "hostile"), str(ROOT / "tests")]
 
-from peers_upstream import MODEL, WORDS, HostileUpstream, hostile_upstream  # noqa: E402
-
 from bridge.config import BridgeConfig  # noqa: E402
 from bridge.serve.http.app import create_app  # noqa: E402
 from bridge.serve.upstream.client import UpstreamClient  # noqa: E402
+from peers_upstream import MODEL, WORDS, HostileUpstream, hostile_upstream  # noqa: E402
 from servers import run_input, serve  # noqa: E402
 
 TRANSPORTS = ("aiohttp", "httpx")

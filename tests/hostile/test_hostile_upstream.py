@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from peers_upstream import HUGE, MODEL, WORDS, HostileUpstream, hostile_upstream
 
 from bridge.config import BridgeConfig, UpstreamTransport
 from bridge.core.errors import BridgeError
@@ -24,6 +23,7 @@ from bridge.serve.run.props import PROPS_RETRY, PROPS_TTL
 from bridge.serve.upstream import client
 from bridge.serve.upstream.client import UpstreamClient
 from bridge.serve.upstream.transport import MAX_RESENDS
+from peers_upstream import HUGE, MODEL, WORDS, HostileUpstream, hostile_upstream
 from servers import post, run_input, serve
 
 TRANSPORTS = ["aiohttp", "httpx"]
