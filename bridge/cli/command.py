@@ -27,7 +27,7 @@ from bridge.cli.serving import (
 )
 from bridge.cli.settings import config_from_args, serve_config
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
-from bridge.core.upstream_url import shown_url
+from bridge.core.upstream_url import shown_url, url_secrets
 from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
 
@@ -88,7 +88,8 @@ def _doctor(args: argparse.Namespace) -> int:
     report = asyncio.run(
         diagnose(args.upstream_url, model=args.model, api_key=key, api_key_env=args.api_key_env)
     )
-    print(redacted_output(report, key, as_json=args.json), flush=True)
+    secrets = (key, *url_secrets(args.upstream_url))
+    print(redacted_output(report, secrets, as_json=args.json), flush=True)
     return 0 if report["usable"] else 1
 
 

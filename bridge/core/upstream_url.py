@@ -9,8 +9,9 @@ for ``serve``'s RUN_ERROR and the doctor alike.
 
 from __future__ import annotations
 
+import base64
 import re
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 #: A path segment that names an API version: ``v1``, ``v4`` (Zhipu), ``v1beta`` (Gemini's
 #: ``/v1beta/openai``), ``v2alpha1``.
@@ -24,6 +25,29 @@ def shown_url(url: str) -> str:
     and fragment (where some services take a key)."""
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+#: Query parameters whose values are credentials: ``?password=`` (which redis-py reads),
+#: ``?key=``/``?api-key=`` (services that take the key in the URL), ``?token=``, a signature.
+_CREDENTIAL = re.compile(r"pass|key|token|secret|sig|auth|credential", re.IGNORECASE)
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secrets a URL holds, for the redactor, in every spelling they can leave in: the
+    password of ``user:password@`` and every query value whose name says it is a credential,
+    each as written and decoded (``p%40ss`` is ``p@ss``), and the basic-auth token the user
+    and password make (``Authorization: Basic …``, which a server may quote back)."""
+    parts = urlsplit(url)
+    found = [parts.password or ""]
+    for pair in parts.query.split("&"):
+        name, _, value = pair.partition("=")
+        if _CREDENTIAL.search(unquote_plus(name)):
+            found.append(value)
+    forms = [form for secret in found for form in (secret, unquote(secret), unquote_plus(secret))]
+    if parts.password:  # as httpx sends it: user and password decoded
+        pair_text = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+        forms.append(base64.b64encode(pair_text.encode()).decode("ascii"))
+    return tuple(dict.fromkeys(form for form in forms if form))
 
 
 def suggested_upstream_url(base_url: str) -> str | None:

@@ -4,7 +4,7 @@ one JSON object. Never with the key in it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bridge.serve.redact import Redactor
@@ -58,7 +58,10 @@ def _yes(value: Any) -> str:
     return "yes" if value else "no"
 
 
-def redacted_output(report: Mapping[str, Any], key: str | None, *, as_json: bool) -> str:
-    """The report as printed: a table or one JSON object, never with the key in it."""
+def redacted_output(
+    report: Mapping[str, Any], secrets: Iterable[str | None], *, as_json: bool
+) -> str:
+    """The report as printed: a table or one JSON object, never with a secret in it (the key,
+    the upstream URL's password)."""
     text = json.dumps(report, ensure_ascii=False, indent=2) if as_json else render_table(report)
-    return Redactor((key,)).redact(text)
+    return Redactor(secrets).redact(text)

@@ -21,13 +21,14 @@ from starlette.responses import Response
 from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
+from bridge.core.upstream_url import url_secrets
 from bridge.serve.http.stream import EventStreamResponse, Produce
 from bridge.serve.observe.observation import Telemetry
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.run.props import UpstreamProps
 from bridge.serve.run.resume import Approvals
 from bridge.serve.tools.approvals import new_secret
-from bridge.serve.tools.claims import StoreWatch, claim_store, store_secrets
+from bridge.serve.tools.claims import StoreWatch, claim_store
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.tools.python_tools import python_tool
 from bridge.serve.tools.server_tools import ServerTools
@@ -55,8 +56,9 @@ class Bridge:
         self.shutting_down = False
         self._stop_runs = anyio.Event()
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
-        store = store_secrets(config.approval_store)
-        self.redactor = Redactor((config.api_key, config.auth_token, config.secret, *store))
+        # The URLs' own: the upstream's and the approval store's passwords, keys in a query.
+        held = (*url_secrets(config.upstream_url), *url_secrets(config.approval_store))
+        self.redactor = Redactor((config.api_key, config.auth_token, config.secret, *held))
         install_log_redaction(self.redactor)
         self.recorder: Recorder | None = None
         if config.record_dir is not None:  # serve --record: each run and its upstream exchange

@@ -39,7 +39,7 @@ from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio.to_thread
 
@@ -123,20 +123,6 @@ def file_store_folder(url: str) -> Path:
             f"--approval-store {shown_url(url)!r}: a file store is file:///ABSOLUTE/FOLDER"
         )
     return Path(unquote(parts.path))
-
-
-def store_secrets(url: str) -> tuple[str, ...]:
-    """The secrets a store's URL holds, for the redactor: the password of ``user:password@``
-    and every query value whose name says password (``?password=``, which redis-py reads as
-    one, ``ssl_password``), each as written and as decoded (``p%40ss`` is ``p@ss``)."""
-    parts = urlsplit(url)
-    found = [parts.password or ""]
-    for pair in parts.query.split("&"):
-        name, _, value = pair.partition("=")
-        if "password" in unquote_plus(name).lower():
-            found.append(value)
-    forms = (form for secret in found for form in (secret, unquote(secret), unquote_plus(secret)))
-    return tuple(dict.fromkeys(form for form in forms if form))
 
 
 def _seconds_left(expires_at: datetime) -> float:
