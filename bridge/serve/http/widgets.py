@@ -13,7 +13,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio.to_thread
-from ag_ui.core import PROTOCOL_VERSION, RunAgentInput, RunFinishedEvent, RunStartedEvent
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+)
 from starlette.responses import Response
 
 from bridge.core.encode import encode_event
@@ -21,6 +27,7 @@ from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
 from bridge.serve.http.stream import FrameSink
 from bridge.serve.redact import Redactor
+from bridge.serve.run.output import UnencodableEventError
 from bridge.serve.tools.mcp_apps import ProxiedRequest, ProxyRefused, error_result, proxied_request
 from bridge.serve.tools.mcp_tools import McpServer
 from bridge.serve.tools.server_tools import ToolError
@@ -55,10 +62,17 @@ def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float
         finished = RunFinishedEvent(
             thread_id=run_input.thread_id, run_id=run_input.run_id, result=result
         )
-        bridge.telemetry.proxied(server, method, outcome, time.perf_counter() - received)
         # The MCP server's answer may be big (a 30 MB text held the event loop 0.3 s here):
         # its frame is made in a worker thread, a slice at a time.
-        sink.add(await anyio.to_thread.run_sync(finished_frame, finished, bridge.redactor))
+        try:
+            frame = await anyio.to_thread.run_sync(finished_frame, finished, bridge.redactor)
+        except Exception as exc:  # whatever fails, the run ends with its terminal event
+            error = UnencodableEventError("the bridge could not encode the MCP server's answer")
+            logger.warning("a widget's MCP request: %s", error.message, exc_info=exc)
+            ended = RunErrorEvent(message=error.message, code=error.code)
+            frame, outcome = writer.frames([ended]), "error"
+        bridge.telemetry.proxied(server, method, outcome, time.perf_counter() - received)
+        sink.add(frame)
 
     return bridge.event_stream(produce)
 

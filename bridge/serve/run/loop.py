@@ -104,29 +104,46 @@ def run_agent(
     ends with its ``STATE_SNAPSHOT`` before the terminal event); ``predict_state``:
     ``(state_key, tool, tool_argument)`` announced by a ``CUSTOM`` ``PredictState`` right
     after ``RUN_STARTED``."""
+    if observe is None:
+        observe = Telemetry().run(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            model=str(body.get("model", "")),
+            protocol="",
+            received=time.perf_counter(),
+        )
     args = (run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
     if state is None:  # a run without a state to edit pays nothing for it per chunk
-        return _to_its_end(_run(out, *args), run_input, out, out)
+        return _to_its_end(_run(out, *args), run_input, observe, out, out)
     kept = _WithState(out, state)
-    return _to_its_end(_run(kept, *args), run_input, kept, out, state)
+    return _to_its_end(_run(kept, *args), run_input, observe, kept, out, state)
 
 
 async def _to_its_end(
     run: Awaitable[None],
     run_input: RunAgentInput,
+    observe: RunObservation,
     out: RunOutput,
     bare: RunOutput,
     state: RunState | None = None,
 ) -> None:
-    """The run, ended with RUN_ERROR when ``out`` could not encode one of its batches: after
-    the state's snapshot when the run changed it, else (the snapshot is what failed) alone, by
-    ``bare``, the output under the snapshot's. ``state``: where its update_state calls find
-    it."""
+    """The run, ended with RUN_ERROR whatever fails before its end went out: a batch ``out``
+    could not encode (``unencodable_event``), a bug of ours outside a model turn, which ends
+    its own (``internal_error``, the traceback in the log). After the state's snapshot when
+    the run changed it, else (the snapshot is what failed) alone, by ``bare``, the output
+    under the snapshot's. ``state``: where its update_state calls find it."""
     token = RUN_STATE.set(state) if state is not None else None
     try:
         await run
-    except UnencodableEventError as exc:
-        end = [_error(run_input, exc)]
+    except Exception as exc:
+        if observe.outcome != "cancelled":  # its end went out: nothing may follow it
+            raise
+        if isinstance(exc, UnencodableEventError):
+            error: BridgeError = exc
+        else:
+            logger.exception("run %s failed", run_input.run_id)
+            error = _failed()
+        end = [_error(run_input, error)]
         try:
             await _send(out, end)
         except UnencodableEventError:
@@ -159,18 +176,10 @@ async def _run(
     options: TranslateOptions,
     api: UpstreamApi,
     loop: ToolLoop | None,
-    observe: RunObservation | None,
+    observe: RunObservation,
     prepare: Prepare | None,
     predict_state: Sequence[tuple[str, str, str]],
 ) -> None:
-    if observe is None:
-        observe = Telemetry().run(
-            thread_id=run_input.thread_id,
-            run_id=run_input.run_id,
-            model=str(body.get("model", "")),
-            protocol="",
-            received=time.perf_counter(),
-        )
     started = RunStartedEvent(
         thread_id=run_input.thread_id, run_id=run_input.run_id, protocol_version=PROTOCOL_VERSION
     )
@@ -300,7 +309,7 @@ async def _send(out: RunOutput, batch: Sequence[BaseEvent]) -> None:
 
 
 def _failed() -> InternalError:
-    return InternalError("the bridge failed while handling this run")
+    return InternalError("the bridge failed while handling this run; see its log")
 
 
 def _error(run_input: RunAgentInput, error: BridgeError) -> RunErrorEvent:
