@@ -13,9 +13,9 @@ import sys
 
 from starlette.applications import Starlette
 
+from bridge.core.oneline import one_line
 from bridge.serve.http.app import create_app, mount
 from bridge.serve.http.bridge import Bridge
-from bridge.serve.oneline import one_line
 
 __all__ = ["Bridge", "create_app", "from_env", "mount"]
 

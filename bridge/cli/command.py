@@ -27,9 +27,9 @@ from bridge.cli.serving import (
 )
 from bridge.cli.settings import check_seconds, config_from_args, serve_config
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
+from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url
 from bridge.serve.http.app import create_app
-from bridge.serve.oneline import one_line
 from bridge.serve.tools.mcp_tools import McpStartError
 
 #: The scripted model whose template "opened" the tag: the demo reads it as such.

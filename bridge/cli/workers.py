@@ -38,8 +38,8 @@ from types import FrameType
 from bridge.cli.scratch import Scratch
 from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
 from bridge.cli.settings import serve_config
+from bridge.core.oneline import one_line
 from bridge.serve.http.app import create_app
-from bridge.serve.oneline import one_line
 from bridge.serve.tools.mcp_tools import McpStartError
 
 logger = logging.getLogger("agui_bridge")

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit
 
+from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url
-from bridge.serve.oneline import one_line
 
 #: A piece of a secret this long is a secret: the key's prefix (``sk-proj-``) is 8, and a
 #: masked form (``sk-abc*****wxyz``) shows less than that on each side.

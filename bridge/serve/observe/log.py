@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bridge.config import LogFormat
+from bridge.core.oneline import json_line, needs_escape
 from bridge.serve.observe.facts import RunFacts
-from bridge.serve.oneline import json_line, needs_escape
 
 #: One line per run, at INFO, on its own logger (route or silence it apart).
 run_logger = logging.getLogger("agui_bridge.runs")

@@ -6,7 +6,7 @@ it carries one; under it a ``chat <model>`` span (kind CLIENT) per upstream requ
 context the request carries on, and an ``execute_tool <name>`` span per server tool call.
 Message content goes on the spans only with ``--otel-content``; without it a failed span's status
 says the error's code, never its message (an upstream's error may quote the prompt). Every text
-from outside is redacted, then made one line (``bridge.serve.oneline``).
+from outside is redacted, then made one line (``bridge.core.oneline``).
 
 The exporter follows the SDK's environment variables: ``OTEL_TRACES_EXPORTER`` (``otlp``, the
 default, ``console`` or ``none``), ``OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT``, ``_HEADERS``,
@@ -41,9 +41,9 @@ from ag_ui.core import ToolCall
 
 from bridge import __version__
 from bridge.core.errors import BridgeError, UpstreamHTTPError
+from bridge.core.oneline import json_line, one_line
 from bridge.core.translate import TurnOutcome
 from bridge.serve.observe.facts import RunFacts, ToolOutcome
-from bridge.serve.oneline import json_line, one_line
 
 AGENT_NAME = "agui-bridge"
 
