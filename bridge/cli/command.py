@@ -25,7 +25,7 @@ from bridge.cli.serving import (
     serve_app,
     web_demo,
 )
-from bridge.cli.settings import check_seconds, config_from_args, serve_config
+from bridge.cli.settings import config_from_args, serve_config
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
 from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url
@@ -60,7 +60,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    check_seconds("--pace", args.pace, zero=True)
     configure_logging(args)
     listener = listen(args.host, args.port)
     port = listener.getsockname()[1]
@@ -106,7 +105,6 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _scripted(args: argparse.Namespace) -> int:
-    check_seconds("--pace", args.pace, zero=True)
     listener = listen(args.host, args.port)
     port = listener.getsockname()[1]
     print(

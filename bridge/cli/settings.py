@@ -103,7 +103,10 @@ def serve_config(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     flags); ``environ`` holds the variables the flags name (the key's, the secret's)."""
     if not args.upstream_url:
         raise ValueError("give --upstream-url or set OPENAI_BASE_URL")
-    check_seconds("--shutdown-grace", args.shutdown_grace, zero=True)
+    # Not BridgeConfig's (the server's, not the app's), so checked here as it checks its own.
+    grace = seconds_problem(args.shutdown_grace, zero=True)
+    if grace is not None:
+        raise ValueError(f"--shutdown-grace {grace}")
     return config_from_args(
         args,
         upstream_url=args.upstream_url,
@@ -112,14 +115,6 @@ def serve_config(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
         api_key=environ.get(args.api_key_env) or None,
         environ=environ,
     )
-
-
-def check_seconds(flag: str, value: float, *, zero: bool = False) -> None:
-    """A flag's number of seconds that ``BridgeConfig`` does not hold, checked as it checks its
-    own (``ValueError`` naming the flag)."""
-    problem = seconds_problem(value, zero=zero)
-    if problem is not None:
-        raise ValueError(f"{flag} {problem}")
 
 
 #: ``serve``'s flags in the environment: ``--flag-name`` is ``AGUI_BRIDGE_FLAG_NAME``.
