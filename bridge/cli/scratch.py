@@ -33,8 +33,9 @@ class Scratch:
     def __init__(self, folder: str) -> None:
         """Hold ``folder`` (one ``Scratch.make()`` made) for as long as this process lives."""
         self.folder = folder
-        self._lock: IO[str] | None = open(Path(folder, _LOCK), "a+", encoding="ascii")  # noqa: SIM115 - held until leave()
-        fcntl.flock(self._lock, fcntl.LOCK_SH)
+        lock = Path(folder, _LOCK).open("a+", encoding="ascii")  # noqa: SIM115 - until leave()
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        self._lock: IO[str] | None = lock
 
     @classmethod
     def make(cls) -> Scratch:
@@ -70,7 +71,7 @@ def sweep(directory: str | None = None) -> list[str]:
         try:
             if folder.stat().st_uid != os.getuid():
                 continue
-            lock = open(folder / _LOCK, encoding="ascii")  # noqa: SIM115 - closed below
+            lock = (folder / _LOCK).open(encoding="ascii")
         except OSError:  # not ours, gone meanwhile, or one whose lock is not there yet
             continue
         with lock:

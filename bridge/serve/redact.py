@@ -284,9 +284,10 @@ class _LogFilter(logging.Filter):
 _TRACEBACK_INDENT = "  "
 _LOG_FILTER = _LogFilter()
 #: The loggers that may carry an upstream's or a tool server's words: ours, uvicorn's error log
-#: (tracebacks), and the MCP SDK's (``mcp.*``; its client session logs as ``client``). A
-#: logger's filter sees only the records made on that very logger, so each is named.
-_LOGGERS = ("agui_bridge", "uvicorn.error", "client")
+#: (tracebacks), the MCP SDK's (``mcp.*``; its client session logs as ``client``) and asyncio's
+#: (a task's exception nobody awaited). A logger's filter sees only the records made on that
+#: very logger, so each is named.
+_LOGGERS = ("agui_bridge", "uvicorn.error", "client", "asyncio")
 _LOGGER_FAMILIES = ("agui_bridge", "mcp")
 
 

@@ -34,6 +34,7 @@ import pytest
 from peers_cli import HOSTILE_TEXTS, PROMPT, unauthorized_upstream
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
+from bridge.core.oneline import json_line, one_line
 from servers import post, run_input, serve
 
 HERE = Path(__file__).resolve().parent
@@ -173,6 +174,21 @@ def _value(line: str, key: str) -> str:
     assert found, line
     value = found.group(1)
     return value if value.startswith('"') else json.dumps(value)
+
+
+def test_one_line_escapes_what_ends_a_line_or_steers_a_terminal_and_nothing_else() -> None:
+    """Finding 8, the helper: each such character becomes a visible escape, the rest of the
+    text (words of any script, emoji, backslashes) stays as it is, and escaping twice changes
+    nothing; ``json_line`` keeps a JSON text the same value."""
+    assert one_line("a\nb\rc\td\x1b[2J\x7f\x85\x9b\u2028\u2029\u202e\ud800") == (
+        "a\\nb\\rc\\td\\x1b[2J\\x7f\\x85\\x9b\\u2028\\u2029\\u202e\\ud800"
+    )
+    kept = "Grüße, 你好, 🙂, C:\\path\\n, \u200d"
+    assert one_line(kept) == kept
+    assert one_line(one_line(HOSTILE_TEXTS[0])) == one_line(HOSTILE_TEXTS[0])
+    for text in HOSTILE_TEXTS:
+        encoded = json_line(json.dumps(text, ensure_ascii=False))
+        assert json.loads(encoded) == text and not RAW.search(encoded)
 
 
 @pytest.mark.parametrize("content", [False, True], ids=["without_content", "with_content"])
