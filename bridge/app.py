@@ -9,13 +9,19 @@ Kept as a module of its own, without a deprecation, because the README and many 
 from __future__ import annotations
 
 import os
+import sys
 
 from starlette.applications import Starlette
 
+from bridge.core.oneline import one_line
 from bridge.serve.http.app import create_app, mount
 from bridge.serve.http.bridge import Bridge
 
 __all__ = ["Bridge", "create_app", "from_env", "mount"]
+
+#: The exit status of a worker that cannot start: uvicorn's supervisor and gunicorn's arbiter
+#: then stop, instead of starting it again and again (any other status is a crash to them).
+STARTUP_FAILURE = 3
 
 
 def from_env() -> Starlette:
@@ -24,10 +30,15 @@ def from_env() -> Starlette:
     ``OPENAI_API_KEY`` as for ``serve``): for ``uvicorn bridge.app:from_env --factory
     --workers N``, gunicorn with uvicorn's worker, granian (README "Deploy"). The agent is at
     ``POST /``; the run lines go to stderr unless the host configured the ``agui_bridge``
-    logger."""
+    logger. A variable that is missing or wrong is one line on stderr, naming it, and the
+    process exits with ``STARTUP_FAILURE`` (no traceback: the server's own would bury it)."""
     from bridge.cli.serving import log_to_stderr
     from bridge.cli.settings import config_from_env
 
-    config = config_from_env(os.environ)
-    log_to_stderr(config.log_format)
-    return create_app(config)
+    try:
+        config = config_from_env(os.environ)
+        log_to_stderr(config.log_format)
+        return create_app(config)  # which checks the OTEL_* variables, with tracing on
+    except ValueError as exc:
+        print(f"agui-bridge: {one_line(str(exc))}", file=sys.stderr, flush=True)
+        raise SystemExit(STARTUP_FAILURE) from None

@@ -23,6 +23,22 @@ ANY_UPSTREAM_MODEL = "*"
 #: What ``approval_store`` may name (``bridge.serve.tools.claims`` makes each).
 APPROVAL_STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "valkey", "valkeys", "file")
 
+#: The longest duration a setting may name: a week. Longer is a slip (``1e9`` for ``1e3``), and
+#: infinity overflows the timers and clocks it reaches (an interrupt's expiresAt).
+MAX_SECONDS = 7 * 24 * 3600
+
+#: The settings that are durations, the flag that sets each (``None``: none does), and whether
+#: 0 is allowed (no wait) or not (every timeout and interval must be able to pass).
+_DURATIONS: dict[str, tuple[str | None, bool]] = {
+    "connect_timeout": ("--connect-timeout", False),
+    "idle_timeout": ("--idle-timeout", False),
+    "keepalive_interval": ("--keepalive-interval", False),
+    "tool_timeout": ("--tool-timeout", False),
+    "approval_timeout": ("--approval-timeout", False),
+    "retry_backoff": (None, True),
+    "retry_after_cap": ("--retry-after-cap", True),
+}
+
 ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
 ReasoningScopePolicy = Literal["auto", "current-turn", "all", "last"]
 UpstreamApi = Literal["chat", "responses"]
@@ -232,10 +248,12 @@ class BridgeConfig:
         object.__setattr__(self, "upstream_url", self.upstream_url.rstrip("/"))
         if not self.model:
             raise ValueError("model must be named")
-        if min(self.connect_timeout, self.idle_timeout, self.keepalive_interval) <= 0:
-            raise ValueError("timeouts and intervals must be positive numbers of seconds")
-        if self.retries < 0 or self.retry_backoff < 0 or self.retry_after_cap < 0:
-            raise ValueError("retries, retry_backoff and retry_after_cap cannot be negative")
+        for name, (flag, zero) in _DURATIONS.items():
+            problem = seconds_problem(getattr(self, name), zero=zero)
+            if problem is not None:
+                raise ValueError(f"{name} ({flag}) {problem}" if flag else f"{name} {problem}")
+        if self.retries < 0:
+            raise ValueError("retries cannot be negative")
         if min(self.max_line_bytes, self.max_body_bytes, self.max_messages) < 1:
             raise ValueError("size limits must be at least 1")
         if self.max_concurrent_runs < 1:
@@ -252,12 +270,10 @@ class BridgeConfig:
             raise ValueError(f"upstream_api must be chat or responses, not {self.upstream_api!r}")
         if self.agui_protocol not in ("auto", "1.0", "0.0"):
             raise ValueError(f"agui_protocol must be auto, 1.0 or 0.0, not {self.agui_protocol!r}")
-        if self.tool_timeout <= 0 or self.max_tool_rounds < 1:
-            raise ValueError("tool_timeout must be positive and max_tool_rounds at least 1")
+        if self.max_tool_rounds < 1:
+            raise ValueError("max_tool_rounds must be at least 1")
         if self.max_parallel_tools < 1 or self.tool_threads < 1:
             raise ValueError("max_parallel_tools and tool_threads must be at least 1")
-        if self.approval_timeout <= 0:
-            raise ValueError("approval_timeout must be a positive number of seconds")
         store = self.approval_store.strip()
         scheme = urlsplit(store).scheme.lower() if "://" in store else store.lower()
         if scheme not in APPROVAL_STORE_SCHEMES:
@@ -335,6 +351,21 @@ class BridgeConfig:
     def translate_for(self, model: str) -> TranslateOptions:
         """The translator options for one model."""
         return self.translate_overrides.get(model, self.translate)
+
+
+def seconds_problem(value: object, *, zero: bool = False) -> str | None:
+    """What is wrong with ``value`` as a setting's number of seconds (``None``: nothing): it
+    must be finite, above 0 (or 0 itself, with ``zero``) and at most a week. NaN is false in
+    every comparison: it passed a ``<= 0`` test, and then cut every run."""
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and 0 <= value <= MAX_SECONDS  # false for NaN and the infinities
+        and (zero or value > 0)
+    ):
+        return None
+    lowest = "from 0" if zero else "above 0"
+    return f"must be a number of seconds {lowest} up to {MAX_SECONDS} (a week), not {value!r}"
 
 
 def importable(module: str) -> bool:

@@ -15,7 +15,7 @@ from starlette.routing import Mount
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.cli.demo.tools import DEMO_TOOLS
 from bridge.cli.doctor import diagnose, redacted_output
-from bridge.cli.parser import build_parser
+from bridge.cli.parser import build_parser, parse
 from bridge.cli.replay import load_recording, replay_summary, serve_replay
 from bridge.cli.serving import (
     CannotListen,
@@ -27,6 +27,7 @@ from bridge.cli.serving import (
 )
 from bridge.cli.settings import config_from_args, serve_config
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
+from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url, url_secrets
 from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
@@ -36,12 +37,13 @@ _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     try:
         return int(_COMMANDS[args.command](args))
-    # A bad flag value (BridgeConfig validates them), an address or an MCP server not to be had.
+    # A bad flag value (BridgeConfig validates them), an address or an MCP server not to be had:
+    # one line (an MCP server's failure is in its own words).
     except (ValueError, CannotListen, McpStartError, WorkerFailed) as exc:
-        print(f"agui-bridge: {exc}", file=sys.stderr)
+        print(f"agui-bridge: {one_line(str(exc))}", file=sys.stderr)
         return 2
 
 

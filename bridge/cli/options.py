@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS
 from bridge.core.text_tools.filter import FORMAT_ALIASES, TEXT_TOOL_FORMATS
@@ -199,6 +201,7 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
     tools.add_argument(
         "--secret-env",
         default="AGUI_BRIDGE_SECRET",
+        type=variable_name,
         metavar="VAR",
         help="environment variable holding the key that signs interrupts (at least 16 "
         "bytes; bridges with the same key accept each other's interrupts; default: "
@@ -314,6 +317,51 @@ _LIMIT_FLAGS: list[tuple[str, type, float, str]] = [
         "on SIGTERM, seconds running runs get before they end with RUN_ERROR shutting_down",
     ),
 ]
+
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def variable_name(value: str) -> str:
+    """``--api-key-env VAR`` and ``--secret-env VAR``: an environment variable's name. What is
+    not one is refused without being shown: it is most likely the key itself."""
+    if not _VARIABLE_NAME.match(value):
+        raise argparse.ArgumentTypeError(
+            "wants the name of an environment variable (letters, digits and _), which this is "
+            "not; it is not shown here, as it may be the key itself"
+        )
+    return value
+
+
+def add_key_variable(parser: argparse.ArgumentParser, *, text: str) -> None:
+    """``--api-key-env VAR``, and ``--api-key``, which is refused: a key on the command line
+    is visible to every user of the machine (``ps``, ``/proc/PID/cmdline``)."""
+    parser.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        type=variable_name,
+        metavar="VAR",
+        help=f"{text} (there is no --api-key: a key on the command line is visible to every "
+        "user of the machine)",
+    )
+    parser.add_argument("--api-key", nargs="?", action=_NoKeyFlag, help=argparse.SUPPRESS)
+
+
+class _NoKeyFlag(argparse.Action):
+    """``--api-key KEY`` stops the command, naming the way to give a key and not the key."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            "there is no --api-key: the key is read from the environment variable that "
+            "--api-key-env names (default OPENAI_API_KEY), never from a command line, which "
+            "every user of the machine can read; the value given is not shown"
+        )
 
 
 def mcp_servers(values: list[str]) -> dict[str, str]:

@@ -1,19 +1,45 @@
 """The ``agui-bridge`` command's flags: one ``argparse`` tree (``build_parser``), each command
-naming itself in ``args.command``."""
+naming itself in ``args.command``. No flag is taken for a prefix of its name (argparse's
+default): ``--api-key sk-…`` read as ``--api-key-env sk-…`` sent no key and named the key as a
+variable; and arguments not understood are named without their values (``parse``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from bridge import __version__
 from bridge.cli.demo import SCRIPTED_MODELS
-from bridge.cli.doctor import DEFAULT_KEY_ENV
-from bridge.cli.options import add_translate_options
+from bridge.cli.options import add_key_variable, add_translate_options
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that takes no prefix of a flag for the flag; its subparsers are
+    ``Parser`` too (argparse makes them of the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, but arguments it does not know are named by their flags
+    alone: the value after a mistyped ``--api-kye`` is a key, and an error is printed."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        flags = [word.split("=", 1)[0] for word in unknown if word.startswith("-")]
+        values = len(unknown) - len(flags)
+        shown = " ".join(flags)
+        if values:
+            shown = f"{shown} ({values} value(s) not shown)".lstrip()
+        parser.error(f"unrecognized arguments: {shown}")
+    return args
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="agui-bridge",
         description="Serve an OpenAI-compatible model server as an AG-UI agent (POST /agent).",
     )
@@ -41,11 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="base URL of the OpenAI-compatible API, including /v1 (default: $OPENAI_BASE_URL)",
     )
     doctor.add_argument("--model", help="model to probe (default: the first the upstream lists)")
-    doctor.add_argument(
-        "--api-key-env",
-        default=DEFAULT_KEY_ENV,
-        metavar="VAR",
-        help="environment variable holding the upstream API key (default: OPENAI_API_KEY)",
+    add_key_variable(
+        doctor, text="environment variable holding the upstream API key (default: OPENAI_API_KEY)"
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
     doctor.set_defaults(command="doctor")
@@ -107,7 +130,7 @@ def _add_listen(parser: argparse.ArgumentParser, *, port: int) -> None:
 def serve_parser() -> argparse.ArgumentParser:
     """``serve``'s flags alone (``bridge.cli.settings.config_from_env`` reads them from the
     environment)."""
-    parser = argparse.ArgumentParser(prog="agui-bridge serve")
+    parser = Parser(prog="agui-bridge serve")
     add_serve_flags(parser)
     return parser
 
@@ -126,11 +149,9 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
         help="comma-separated further models a client may pick with forwardedProps.model "
         "(and the demo page's picker); '*' admits every model the upstream lists at /v1/models",
     )
-    serve.add_argument(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        metavar="VAR",
-        help="environment variable holding the upstream API key, sent as a Bearer token "
+    add_key_variable(
+        serve,
+        text="environment variable holding the upstream API key, sent as a Bearer token "
         "(default: OPENAI_API_KEY; unset means no key)",
     )
     serve.add_argument(

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from bridge.cli.options import mcp_servers, otel_requested
-from bridge.cli.parser import add_serve_flags, serve_parser
-from bridge.config import BridgeConfig, importable
+from bridge.cli.parser import Parser, add_serve_flags, parse, serve_parser
+from bridge.config import BridgeConfig, importable, seconds_problem
 from bridge.core.translate import TranslateOptions
 
 
@@ -103,6 +103,10 @@ def serve_config(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     flags); ``environ`` holds the variables the flags name (the key's, the secret's)."""
     if not args.upstream_url:
         raise ValueError("give --upstream-url or set OPENAI_BASE_URL")
+    # Not BridgeConfig's (the server's, not the app's), so checked here as it checks its own.
+    grace = seconds_problem(args.shutdown_grace, zero=True)
+    if grace is not None:
+        raise ValueError(f"--shutdown-grace {grace}")
     return config_from_args(
         args,
         upstream_url=args.upstream_url,
@@ -163,11 +167,16 @@ def _list(name: str, value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-class _EnvironmentParser(argparse.ArgumentParser):
+def _variables_named(message: str) -> str:
+    """A message about flags, about the variables that stand for them."""
+    return re.sub(r"--[a-z][a-z-]*", lambda m: env_name(m.group()), message)
+
+
+class _EnvironmentParser(Parser):
     """``serve``'s parser whose errors name the variables, not the flags."""
 
     def error(self, message: str) -> NoReturn:
-        raise ValueError(re.sub(r"--[a-z][a-z-]*", lambda m: env_name(m.group()), message))
+        raise ValueError(_variables_named(message))
 
 
 def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
@@ -176,7 +185,11 @@ def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
     names what is missing or wrong."""
     parser = _EnvironmentParser(prog="agui-bridge", add_help=False)
     add_serve_flags(parser)
-    return serve_config(parser.parse_args(argv_from_env(environ)), environ)
+    args = parse(parser, argv_from_env(environ))
+    try:
+        return serve_config(args, environ)
+    except ValueError as exc:
+        raise ValueError(_variables_named(str(exc))) from None
 
 
 def _state_schema(path: str | None) -> dict[str, Any] | None:

@@ -5,13 +5,15 @@ with the socket and the parsed flags; each builds its own ``BridgeConfig``, app 
 from them and serves until told to stop. The parent:
 
 - shares what must be one for all: the interrupt secret (one is made when the environment has
-  none, so a worker accepts another's interrupts) and, with ``--metrics``, a folder for
-  prometheus-client's multiprocess mode (each worker's ``/metrics`` reports the whole set);
+  none, so a worker accepts another's interrupts), the store of used approvals and, with
+  ``--metrics``, prometheus-client's multiprocess files (each worker's ``/metrics`` reports the
+  whole set), the last two in a scratch folder (``bridge.cli.scratch``) that goes with the
+  bridge however it ends;
 - prints the line that says where once every worker serves, or exits 2 if one could not start
   (its own error is above);
 - replaces a worker that dies;
-- on SIGTERM or SIGINT sends each worker SIGTERM, which drains it as one process drains
-  (``--shutdown-grace``), and waits for them all.
+- on SIGTERM, SIGINT or SIGHUP sends each worker SIGTERM, which drains it as one process
+  drains (``--shutdown-grace``), and waits for them all.
 
 A worker whose parent is gone stops too, the same way.
 """
@@ -23,11 +25,9 @@ import logging
 import multiprocessing
 import os
 import secrets
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from multiprocessing.context import SpawnProcess
@@ -35,8 +35,10 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from types import FrameType
 
+from bridge.cli.scratch import Scratch
 from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
 from bridge.cli.settings import serve_config
+from bridge.core.oneline import one_line
 from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
 
@@ -72,9 +74,10 @@ def worker_count(value: str) -> int:
 
 
 def run_workers(args: argparse.Namespace, listener: socket.socket, count: int, note: str) -> int:
-    """Serve with ``count`` workers until SIGTERM or SIGINT; 0 once they all stopped."""
-    made_dirs = _share(args)
-    supervisor = _Supervisor(args, listener, count)
+    """Serve with ``count`` workers until SIGTERM, SIGINT or SIGHUP; 0 once they all
+    stopped."""
+    scratch = _share(args)
+    supervisor = _Supervisor(args, listener, count, scratch)
     try:
         supervisor.start()
         base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
@@ -85,34 +88,41 @@ def run_workers(args: argparse.Namespace, listener: socket.socket, count: int, n
         supervisor.watch()
     finally:
         supervisor.stop()
-        for folder in made_dirs:
-            shutil.rmtree(folder, ignore_errors=True)
+        if scratch is not None:
+            scratch.leave()
     return 0
 
 
-def _share(args: argparse.Namespace) -> list[str]:
+def _share(args: argparse.Namespace) -> Scratch | None:
     """Put in the environment (and the flags) the workers inherit what they must share: the
     interrupts' secret, the metrics folder, and the store of used approvals (a folder of this
-    machine's, unless one is named: a worker's memory is its own). The folders made here, to
-    be removed at the end."""
-    made: list[str] = []
+    machine's, unless one is named: a worker's memory is its own). The scratch folder that
+    holds those folders, if one was needed."""
     if not os.environ.get(args.secret_env):
         os.environ[args.secret_env] = secrets.token_urlsafe(32)
-    if (args.metrics or args.metrics_public) and not os.environ.get(METRICS_DIR_VARIABLE):
-        folder = tempfile.mkdtemp(prefix="agui-bridge-metrics-")
-        os.environ[METRICS_DIR_VARIABLE] = folder
-        made.append(folder)
-    if args.approval_store.strip().lower() == "memory":
-        folder = tempfile.mkdtemp(prefix="agui-bridge-approvals-")
-        args.approval_store = Path(folder).as_uri()
-        made.append(folder)
-    return made
+    metrics = (args.metrics or args.metrics_public) and not os.environ.get(METRICS_DIR_VARIABLE)
+    approvals = args.approval_store.strip().lower() == "memory"
+    if not (metrics or approvals):
+        return None
+    scratch = Scratch.make()
+    if metrics:
+        folder = Path(scratch.folder, "metrics")
+        folder.mkdir()
+        os.environ[METRICS_DIR_VARIABLE] = str(folder)
+    if approvals:
+        folder = Path(scratch.folder, "approvals")
+        folder.mkdir()
+        args.approval_store = folder.as_uri()
+    return scratch
 
 
 class _Supervisor:
-    def __init__(self, args: argparse.Namespace, listener: socket.socket, count: int) -> None:
+    def __init__(
+        self, args: argparse.Namespace, listener: socket.socket, count: int, scratch: Scratch | None
+    ) -> None:
         self._args = args
         self._listener = listener
+        self._scratch = None if scratch is None else scratch.folder
         self._workers: list[SpawnProcess | None] = [None] * count
         self._started_at = [0.0] * count
         # Each worker's "serving" flag, kept while it lives (a flag collected too early is gone
@@ -122,8 +132,10 @@ class _Supervisor:
 
     def start(self) -> None:
         """Start every worker and wait until each serves; ``WorkerFailed`` if one exits first."""
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        # SIGHUP too (a closed terminal, a session's end): its default kills the parent before
+        # it can stop the workers and let go of the scratch folder.
+        for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(stop, self._on_signal)
         ready = [self._spawn(slot) for slot in range(len(self._workers))]
         deadline = time.monotonic() + _START_TIMEOUT
         for slot, event in enumerate(ready):
@@ -174,7 +186,7 @@ class _Supervisor:
         ready = _spawn.Event()
         process = _spawn.Process(
             target=_worker,
-            args=(self._args, self._listener, ready, os.getpid()),
+            args=(self._args, self._listener, ready, os.getpid(), self._scratch),
             name=f"agui-bridge-worker-{slot}",
         )
         process.start()
@@ -196,10 +208,22 @@ def _forget(pid: int | None) -> None:
         multiprocess.mark_process_dead(pid, folder)  # type: ignore[no-untyped-call]
 
 
-def _worker(args: argparse.Namespace, listener: socket.socket, ready: Event, parent: int) -> None:
+def _worker(
+    args: argparse.Namespace,
+    listener: socket.socket,
+    ready: Event,
+    parent: int,
+    scratch_folder: str | None,
+) -> None:
     """One worker: the same configuration, its own app, served on the shared socket."""
     configure_logging(args)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent says stop
+    # A terminal's Ctrl-C or hang-up reaches every process: the parent says stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # uvicorn raises the SIGTERM it drained for again once it has served, to die by it: the
+    # worker then ends by an exception instead, so that it still lets go of the scratch folder.
+    signal.signal(signal.SIGTERM, _exit)
+    scratch = None if scratch_folder is None else Scratch(scratch_folder)
     try:
         config = serve_config(args)
         page = web_demo() if args.web_demo else None
@@ -208,8 +232,15 @@ def _worker(args: argparse.Namespace, listener: socket.socket, ready: Event, par
         threading.Thread(target=_stop_with, args=(parent,), daemon=True).start()
         server.run(sockets=[listener])
     except (ValueError, McpStartError) as exc:  # as one process says it: one line, status 2
-        print(f"agui-bridge: {exc}", file=sys.stderr, flush=True)
+        print(f"agui-bridge: {one_line(str(exc))}", file=sys.stderr, flush=True)
         sys.exit(2)
+    finally:
+        if scratch is not None:  # the last process of the bridge removes the folder
+            scratch.leave()
+
+
+def _exit(sig: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def _stop_with(parent: int) -> None:

@@ -7,8 +7,8 @@ longer, in the forms a server may quote it in (as is, URL-encoded, JSON-escaped)
 keeps only the short pieces the server already showed.
 
 The app applies it where text leaves: SSE frames (``bridge.serve.http.frames``), HTTP error bodies,
-``/capabilities``, log records (``install_log_redaction``) and recordings, whose upstream bodies
-are bytes (``ByteStreamRedactor``).
+``/capabilities``, log records (``install_log_redaction``, which makes each one line too) and
+recordings, whose upstream bodies are bytes (``ByteStreamRedactor``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit
 
+from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url
 
 #: A piece of a secret this long is a secret: the key's prefix (``sk-proj-``) is 8, and a
@@ -251,42 +252,52 @@ def _unfinished_utf8(data: bytes) -> int:
     return 0
 
 
-class _RedactingFilter(logging.Filter):
-    """Rewrites a log record's message (and traceback) without the secrets it may quote."""
+class _LogFilter(logging.Filter):
+    """Rewrites a log record's message as one line without the secrets it may quote: redacted
+    first (a secret is found as it was written), then escaped (``one_line``). A traceback keeps
+    its lines, each escaped and indented, so that no line of it passes for a record of its own
+    (an exception's message is often an upstream's or a tool's words)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.redactors: list[Redactor] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.redactors:
-            message = record.getMessage()
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            for redactor in self.redactors:
-                message = redactor.redact(message)
-                if record.exc_text:
-                    record.exc_text = redactor.redact(record.exc_text)
-            record.msg, record.args = message, None
+        message = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        for redactor in self.redactors:
+            message = redactor.redact(message)
+            if record.exc_text:
+                record.exc_text = redactor.redact(record.exc_text)
+        record.msg, record.args = one_line(message), None
+        # uvicorn's coloured form of a message would be formatted apart, from the raw arguments.
+        record.__dict__.pop("color_message", None)
+        if record.exc_text:
+            record.exc_text = "\n".join(
+                _TRACEBACK_INDENT + one_line(line) for line in record.exc_text.split("\n")
+            )
         return True
 
 
-_LOG_FILTER = _RedactingFilter()
+#: Before each line of a traceback in the log: a record's own line starts with its level.
+_TRACEBACK_INDENT = "  "
+_LOG_FILTER = _LogFilter()
 #: The loggers that may carry an upstream's or a tool server's words: ours, uvicorn's error log
-#: (tracebacks), and the MCP SDK's (``mcp.*``; its client session logs as ``client``). A
-#: logger's filter sees only the records made on that very logger, so each is named.
-_LOGGERS = ("agui_bridge", "uvicorn.error", "client")
+#: (tracebacks), the MCP SDK's (``mcp.*``; its client session logs as ``client``) and asyncio's
+#: (a task's exception nobody awaited). A logger's filter sees only the records made on that
+#: very logger, so each is named.
+_LOGGERS = ("agui_bridge", "uvicorn.error", "client", "asyncio")
 _LOGGER_FAMILIES = ("agui_bridge", "mcp")
 
 
 def install_log_redaction(redactor: Redactor) -> None:
-    """Redact ``redactor``'s secrets from every record of the bridge's, uvicorn's and the MCP
-    SDK's loggers, for the rest of the process (an app's secrets can be in its log until the
-    process ends). Loggers made later (the MCP SDK's, imported when its servers start) are
-    covered by calling ``redact_new_loggers()`` once they exist."""
-    if not redactor or redactor in _LOG_FILTER.redactors:
-        return
-    _LOG_FILTER.redactors.append(redactor)
+    """Make every record of the bridge's, uvicorn's and the MCP SDK's loggers one escaped line
+    (``one_line``) without ``redactor``'s secrets, for the rest of the process (an app's secrets
+    can be in its log until the process ends). Loggers made later (the MCP SDK's, imported when
+    its servers start) are covered by calling ``redact_new_loggers()`` once they exist."""
+    if redactor and redactor not in _LOG_FILTER.redactors:
+        _LOG_FILTER.redactors.append(redactor)
     redact_new_loggers()
 
 

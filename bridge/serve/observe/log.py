@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bridge.config import LogFormat
+from bridge.core.oneline import json_line, needs_escape
 from bridge.serve.observe.facts import RunFacts
 
 #: One line per run, at INFO, on its own logger (route or silence it apart).
@@ -50,7 +51,7 @@ def log_run(
         "pid": os.getpid(),  # the worker, with serve --workers
     }
     if log_format == "json":
-        line = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+        line = json_line(json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
     else:
         line = "run " + " ".join(
             f"{key}={'-' if value is None else _quoted(value)}"
@@ -61,8 +62,12 @@ def log_run(
 
 
 def _quoted(value: object) -> str:
+    """A value as the text line shows it: as it is, or as a JSON string when it is empty or
+    holds a space, a quote, an ``=`` or anything ``one_line`` escapes."""
     text = str(value)
-    return json.dumps(text) if not text or any(c in text for c in ' "=\n') else text
+    if text and not needs_escape(text) and not any(c in text for c in ' "='):
+        return text
+    return json_line(json.dumps(text, ensure_ascii=False))
 
 
 def log_proxied(server: str, method: str, outcome: str, duration: float) -> None:
@@ -89,7 +94,8 @@ def log_proxied(server: str, method: str, outcome: str, duration: float) -> None
 class JsonFormatter(logging.Formatter):
     """One JSON object per log line: ``time``, ``level``, ``logger``, then the run line's
     fields or the ``message`` (and its ``exception``). ``serve --log-format json`` puts it on
-    every logger of the bridge's and uvicorn's."""
+    every logger of the bridge's and uvicorn's. Nothing in it is raw that ends a line for
+    anyone (``json_line``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()  # uvicorn's formats and colours do not apply
@@ -109,4 +115,4 @@ class JsonFormatter(logging.Formatter):
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             fields["exception"] = record.exc_text
-        return json.dumps(fields, ensure_ascii=False, default=str)
+        return json_line(json.dumps(fields, ensure_ascii=False, default=str))

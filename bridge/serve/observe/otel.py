@@ -4,7 +4,9 @@
 Per run an ``invoke_agent agui-bridge`` span, the child of the request's W3C ``traceparent`` if
 it carries one; under it a ``chat <model>`` span (kind CLIENT) per upstream request, whose
 context the request carries on, and an ``execute_tool <name>`` span per server tool call.
-Message content goes on the spans only with ``--otel-content``.
+Message content goes on the spans only with ``--otel-content``; without it a failed span's status
+says the error's code, never its message (an upstream's error may quote the prompt). Every text
+from outside is redacted, then made one line (``bridge.core.oneline``).
 
 The exporter follows the SDK's environment variables: ``OTEL_TRACES_EXPORTER`` (``otlp``, the
 default, ``console`` or ``none``), ``OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT``, ``_HEADERS``,
@@ -39,6 +41,7 @@ from ag_ui.core import ToolCall
 
 from bridge import __version__
 from bridge.core.errors import BridgeError, UpstreamHTTPError
+from bridge.core.oneline import json_line, one_line
 from bridge.core.translate import TurnOutcome
 from bridge.serve.observe.facts import RunFacts, ToolOutcome
 
@@ -67,7 +70,7 @@ class Tracing:
     ) -> None:
         self.content = content
         #: Every text a span carries goes through it (an upstream's error quoting the key).
-        self.redact = redact
+        self._redact = redact
         url = urlsplit(upstream_url)
         self.server_address = url.hostname or ""
         self.server_port = url.port or (443 if url.scheme == "https" else 80)
@@ -84,6 +87,15 @@ class Tracing:
         if self._own is not None:
             self._own.shutdown()
 
+    def text(self, value: str) -> str:
+        """A text from outside (an id, a name, an error) as a span carries it: redacted, one
+        line."""
+        return one_line(self._redact(value))
+
+    def json(self, value: Any) -> str:
+        """Content (with ``--otel-content``) as a span carries it: JSON, redacted, one line."""
+        return json_line(self._redact(_json(value)))
+
     def run(
         self, headers: Mapping[str, str], *, thread_id: str, run_id: str, model: str
     ) -> RunSpan:
@@ -99,12 +111,12 @@ class Tracing:
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": AGENT_NAME,
                 "gen_ai.provider.name": self.provider_name,
-                "gen_ai.request.model": model,
-                "gen_ai.conversation.id": self.redact(thread_id),
-                "agui.run.id": self.redact(run_id),
+                "gen_ai.request.model": self.text(model),
+                "gen_ai.conversation.id": self.text(thread_id),
+                "agui.run.id": self.text(run_id),
             },
         )
-        return RunSpan(self, span, self.redact(thread_id))
+        return RunSpan(self, span, self.text(thread_id))
 
     def _child(self, parent: Span, name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
         context = trace.set_span_in_context(parent)
@@ -122,6 +134,7 @@ class RunSpan:
 
     def chat(self, model: str, body: Mapping[str, Any]) -> ChatSpan:
         tracing = self._tracing
+        model = tracing.text(model)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": tracing.provider_name,
@@ -135,32 +148,30 @@ class RunSpan:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 attributes[name] = value
         if self.content:
-            redact = tracing.redact
             messages = body.get("messages")
             if isinstance(messages, list):
-                inputs = _json(list(map(_input_message, messages)))
+                inputs = tracing.json(list(map(_input_message, messages)))
             else:  # the Responses API's input items, as they went
-                inputs = _json(body.get("input"))
-            attributes["gen_ai.input.messages"] = redact(inputs)
+                inputs = tracing.json(body.get("input"))
+            attributes["gen_ai.input.messages"] = inputs
             if body.get("tools"):
-                attributes["gen_ai.tool.definitions"] = redact(_json(body["tools"]))
+                attributes["gen_ai.tool.definitions"] = tracing.json(body["tools"])
         span = tracing._child(self._span, f"chat {model}", SpanKind.CLIENT, attributes)
-        return ChatSpan(span, self.content, tracing.redact)
+        return ChatSpan(span, self.content, tracing)
 
     def tool(self, call: ToolCall) -> ToolSpan:
-        name = call.function.name
+        tracing = self._tracing
+        name = tracing.text(call.function.name)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.call.id": tracing.text(call.id),
             "gen_ai.tool.type": "function",
         }
         if self.content:
-            attributes["gen_ai.tool.call.arguments"] = self._tracing.redact(call.function.arguments)
-        span = self._tracing._child(
-            self._span, f"execute_tool {name}", SpanKind.INTERNAL, attributes
-        )
-        return ToolSpan(span, self.content, self._tracing.redact)
+            attributes["gen_ai.tool.call.arguments"] = tracing.text(call.function.arguments)
+        span = tracing._child(self._span, f"execute_tool {name}", SpanKind.INTERNAL, attributes)
+        return ToolSpan(span, self.content, tracing)
 
     def end(self, run: RunFacts) -> None:
         span = self._span
@@ -179,10 +190,10 @@ class RunSpan:
 class ChatSpan:
     """An upstream request's ``chat`` span."""
 
-    def __init__(self, span: Span, content: bool, redact: Callable[[str], str]) -> None:
+    def __init__(self, span: Span, content: bool, tracing: Tracing) -> None:
         self._span = span
         self._content = content
-        self._redact = redact
+        self._tracing = tracing
         self.output: list[str] = []  # the turn's text, with --otel-content
 
     def headers(self) -> dict[str, str]:
@@ -222,12 +233,14 @@ class ChatSpan:
             message = {"role": "assistant", "parts": parts}
             if outcome.finish_reason:
                 message["finish_reason"] = outcome.finish_reason
-            span.set_attribute("gen_ai.output.messages", self._redact(_json([message])))
+            span.set_attribute("gen_ai.output.messages", self._tracing.json([message]))
         if error is not None:
             # An HTTP error by its status, as OpenTelemetry's HTTP conventions have it.
             kind = str(error.status) if isinstance(error, UpstreamHTTPError) else failure
             span.set_attribute("error.type", kind or error.code)
-            span.set_status(Status(StatusCode.ERROR, self._redact(error.message)))
+            # The message is the upstream's words, which may quote the prompt: content.
+            said = self._tracing.text(error.message) if self._content else error.code
+            span.set_status(Status(StatusCode.ERROR, said))
         elif cancelled:
             span.set_attribute("error.type", "cancelled")
         span.end()
@@ -236,15 +249,15 @@ class ChatSpan:
 class ToolSpan:
     """A server tool call's ``execute_tool`` span."""
 
-    def __init__(self, span: Span, content: bool, redact: Callable[[str], str]) -> None:
+    def __init__(self, span: Span, content: bool, tracing: Tracing) -> None:
         self._span = span
         self._content = content
-        self._redact = redact
+        self._tracing = tracing
 
     def end(self, outcome: ToolOutcome, result: str) -> None:
         span = self._span
         if self._content:
-            span.set_attribute("gen_ai.tool.call.result", self._redact(result))
+            span.set_attribute("gen_ai.tool.call.result", self._tracing.text(result))
         if outcome != "ok":
             span.set_attribute("error.type", outcome)
             span.set_status(Status(StatusCode.ERROR, outcome))
