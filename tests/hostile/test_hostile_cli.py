@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peers_cli import HOSTILE_TEXTS, PROMPT, unauthorized_upstream
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
 from bridge.core.oneline import json_line, one_line
+from peers_cli import HOSTILE_TEXTS, PROMPT, unauthorized_upstream
 from servers import post, run_input, serve
 
 HERE = Path(__file__).resolve().parent
