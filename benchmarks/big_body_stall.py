@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from harness import health_probes, stall_figures
 from tool_result_stall import _free_port, _process, big_text
 
 HERE = Path(__file__).resolve()
@@ -113,46 +112,24 @@ def body_of(shape: str, size: int) -> dict[str, Any]:
 
 
 def _one_run(bridge_url: str, shape: str, size: int, result_size: int) -> dict[str, float]:
-    latencies: list[float] = []
-    done = threading.Event()
-
-    def probe() -> None:
-        with httpx.Client(timeout=60) as client:
-            while not done.is_set():
-                started = time.perf_counter()
-                client.get(f"{bridge_url}/health").raise_for_status()
-                latencies.append(time.perf_counter() - started)
-                time.sleep(0.002)
-
     raw = json.dumps(body_of(shape, size), separators=(",", ":")).encode()
-    prober = threading.Thread(target=probe, daemon=True)
-    prober.start()
-    time.sleep(0.2)  # the prober's connection is up
-    started = time.perf_counter()
-    received = bytearray()
     headers = {"content-type": "application/json"}
-    with httpx.stream("POST", bridge_url, content=raw, headers=headers, timeout=120) as response:
-        for piece in response.iter_bytes():
-            received += piece
-    took = time.perf_counter() - started
-    time.sleep(0.1)
-    done.set()
-    prober.join()
+    with health_probes(bridge_url, timeout=60) as latencies:
+        started = time.perf_counter()
+        received = bytearray()
+        with httpx.stream(
+            "POST", bridge_url, content=raw, headers=headers, timeout=120
+        ) as response:
+            for piece in response.iter_bytes():
+                received += piece
+        took = time.perf_counter() - started
     assert response.status_code == 200, bytes(received[:300])
     frames = [json.loads(f[6:]) for f in received.decode().split("\n\n") if f.startswith("data:")]
     assert frames and frames[-1]["type"] == "RUN_FINISHED", frames[-1:]
     if shape == "proxied":
         text = frames[-1]["result"]["content"][0]["text"]
         assert len(text) == result_size, "the result is not whole"
-    ordered = sorted(latencies)
-    return {
-        "mb": len(raw) / 1e6,
-        "max_ms": ordered[-1] * 1e3,
-        "p99_ms": ordered[int(len(ordered) * 0.99)] * 1e3,
-        "p50_ms": statistics.median(ordered) * 1e3,
-        "probes": len(ordered),
-        "run_s": took,
-    }
+    return {"mb": len(raw) / 1e6, **stall_figures(latencies), "run_s": took}
 
 
 def main() -> None:

@@ -13,9 +13,11 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -216,6 +218,47 @@ def rss_bytes(pid: int, field: str = "VmRSS") -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no {field} for process {pid}")
+
+
+# -- the event loop's stalls, seen from outside ------------------------------------------------
+@contextmanager
+def health_probes(url: str, *, timeout: float = 120) -> Iterator[list[float]]:
+    """``GET {url}/health`` asked over and over (2 ms apart, one connection) in a thread while
+    the block runs: the list of its answers' latencies in seconds, where the bridge's event loop
+    held still shows as a slow answer. The probe's connection is up before the block starts,
+    and it goes on for 0.1 s after the block."""
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        with httpx.Client(timeout=timeout) as client:
+            while not done.is_set():
+                started = time.perf_counter()
+                client.get(f"{url}/health").raise_for_status()
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.002)
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    time.sleep(0.2)
+    try:
+        yield latencies
+    finally:
+        time.sleep(0.1)
+        done.set()
+        prober.join()
+
+
+def stall_figures(latencies: Sequence[float]) -> dict[str, float]:
+    """What ``health_probes`` saw: the slowest answer, the 99th percentile and the median (ms),
+    and how many answers there were."""
+    ordered = sorted(latencies)
+    return {
+        "max_ms": ordered[-1] * 1e3,
+        "p99_ms": ordered[int(len(ordered) * 0.99)] * 1e3,
+        "p50_ms": statistics.median(ordered) * 1e3,
+        "probes": len(ordered),
+    }
 
 
 # -- figures ---------------------------------------------------------------------------------

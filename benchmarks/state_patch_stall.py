@@ -26,14 +26,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import threading
 import time
 from typing import Any
 
 import httpx
 from apps import UPSTREAM_URL_ENV
-from harness import Spec, cpu_seconds, default_stack, rss_bytes, serve
+from harness import (
+    Spec,
+    cpu_seconds,
+    default_stack,
+    health_probes,
+    rss_bytes,
+    serve,
+    stall_figures,
+)
 
 COPIES = 18
 
@@ -48,17 +54,6 @@ def _patch_and_state(kind: str, base: int) -> tuple[list[dict[str, Any]], dict[s
 
 def _one_run(bridge: str, pid: int, kind: str, base: int) -> dict[str, float]:
     patch, state = _patch_and_state(kind, base)
-    latencies: list[float] = []
-    done = threading.Event()
-
-    def probe() -> None:
-        with httpx.Client(timeout=120) as client:
-            while not done.is_set():
-                started = time.perf_counter()
-                client.get(f"{bridge}/health").raise_for_status()
-                latencies.append(time.perf_counter() - started)
-                time.sleep(0.002)
-
     text = f"Update it with patch: {json.dumps(patch)}"
     body = {
         "threadId": "t",
@@ -69,21 +64,16 @@ def _one_run(bridge: str, pid: int, kind: str, base: int) -> dict[str, float]:
         "state": state,
         "forwardedProps": {},
     }
-    prober = threading.Thread(target=probe, daemon=True)
-    prober.start()
-    time.sleep(0.2)  # the prober's connection is up
-    rss, cpu = rss_bytes(pid), cpu_seconds(pid)
-    started = time.perf_counter()
-    received = bytearray()
-    with httpx.stream("POST", bridge, json=body, timeout=600) as response:
-        for piece in response.iter_bytes():
-            received += piece
-    took = time.perf_counter() - started
-    cpu = cpu_seconds(pid) - cpu
-    grown = rss_bytes(pid, "VmHWM") - rss
-    time.sleep(0.1)
-    done.set()
-    prober.join()
+    with health_probes(bridge, timeout=120) as latencies:
+        rss, cpu = rss_bytes(pid), cpu_seconds(pid)
+        started = time.perf_counter()
+        received = bytearray()
+        with httpx.stream("POST", bridge, json=body, timeout=600) as response:
+            for piece in response.iter_bytes():
+                received += piece
+        took = time.perf_counter() - started
+        cpu = cpu_seconds(pid) - cpu
+        grown = rss_bytes(pid, "VmHWM") - rss
     frames = [json.loads(f[6:]) for f in received.decode().split("\n\n") if f.startswith("data:")]
     kinds = [frame["type"] for frame in frames]
     [result] = [f["content"] for f in frames if f["type"] == "TOOL_CALL_RESULT"]
@@ -92,16 +82,8 @@ def _one_run(bridge: str, pid: int, kind: str, base: int) -> dict[str, float]:
         assert result.startswith("Error: update_state:") and "STATE_DELTA" not in kinds, result
     else:
         assert result.startswith("State updated.") and "STATE_DELTA" in kinds, result[:200]
-    ordered = sorted(latencies)
-    return {
-        "max_ms": ordered[-1] * 1e3,
-        "p99_ms": ordered[int(len(ordered) * 0.99)] * 1e3,
-        "p50_ms": statistics.median(ordered) * 1e3,
-        "probes": len(ordered),
-        "run_s": took,
-        "cpu_s": cpu,
-        "grown_mb": grown / 1e6,
-    }
+    figures = stall_figures(latencies)
+    return {**figures, "run_s": took, "cpu_s": cpu, "grown_mb": grown / 1e6}
 
 
 def _measure(kind: str, base: int, runs: int) -> list[dict[str, float]]:

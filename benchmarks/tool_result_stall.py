@@ -25,16 +25,15 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from harness import health_probes, stall_figures
 
 PROSE = "The quick brown fox considers several alternatives before it jumps over the lazy dog. "
 #: ``--text unicode``: beyond ASCII, as most languages' text is (slower to encode than ASCII).
@@ -128,17 +127,6 @@ def _process(command: list[str], url: str) -> Iterator[None]:
 
 # -- the measurement -------------------------------------------------------------------------
 def _one_run(bridge_url: str, tool: str, size: int) -> dict[str, float]:
-    latencies: list[float] = []
-    done = threading.Event()
-
-    def probe() -> None:
-        with httpx.Client(timeout=30) as client:
-            while not done.is_set():
-                started = time.perf_counter()
-                client.get(f"{bridge_url}/health").raise_for_status()
-                latencies.append(time.perf_counter() - started)
-                time.sleep(0.002)
-
     body = {
         "threadId": "t",
         "runId": f"r-{time.monotonic_ns()}",
@@ -148,30 +136,18 @@ def _one_run(bridge_url: str, tool: str, size: int) -> dict[str, float]:
         "state": {},
         "forwardedProps": {},
     }
-    prober = threading.Thread(target=probe, daemon=True)
-    prober.start()
-    time.sleep(0.2)  # the prober's connection is up
-    started = time.perf_counter()
-    received = bytearray()
-    with httpx.stream("POST", bridge_url, json=body, timeout=120) as response:
-        for piece in response.iter_bytes():
-            received += piece
-    took = time.perf_counter() - started
-    time.sleep(0.1)
-    done.set()
-    prober.join()
+    with health_probes(bridge_url, timeout=30) as latencies:
+        started = time.perf_counter()
+        received = bytearray()
+        with httpx.stream("POST", bridge_url, json=body, timeout=120) as response:
+            for piece in response.iter_bytes():
+                received += piece
+        took = time.perf_counter() - started
     frames = [json.loads(f[6:]) for f in received.decode().split("\n\n") if f.startswith("data:")]
     results = [f for f in frames if f["type"] == "TOOL_CALL_RESULT"]
     assert frames and frames[-1]["type"] == "RUN_FINISHED", frames[-1:]
     assert len(results) == 1 and len(results[0]["content"]) == size, "the result is not whole"
-    ordered = sorted(latencies)
-    return {
-        "max_ms": ordered[-1] * 1e3,
-        "p99_ms": ordered[int(len(ordered) * 0.99)] * 1e3,
-        "p50_ms": statistics.median(ordered) * 1e3,
-        "probes": len(ordered),
-        "run_s": took,
-    }
+    return {**stall_figures(latencies), "run_s": took}
 
 
 def _measure(kind: str, size: int, runs: int, text_kind: str) -> list[dict[str, float]]:

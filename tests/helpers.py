@@ -197,3 +197,18 @@ def tool_call_counts(metrics: str, tool: str) -> dict[str, float]:
             ):
                 counts[labels["outcome"]] = counts.get(labels["outcome"], 0.0) + sample.value
     return counts
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The worker processes ``serve --workers`` started under ``parent`` (multiprocessing's
+    spawned interpreters, not its resource tracker), read from ``/proc``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"spawn_main" in command:
+            found.append(int(stat.parent.name))
+    return sorted(found)

@@ -25,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
-from helpers import tool_call_counts
+from helpers import tool_call_counts, worker_pids
 from servers import approving, messages_from, post, run_input, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ class Bridge:
     stderr: list[str] = field(default_factory=list)
 
     def workers(self) -> list[int]:
-        return children(self.process.pid)
+        return worker_pids(self.process.pid)
 
     def run_lines(self) -> list[dict[str, Any]]:
         return [
@@ -48,20 +48,6 @@ class Bridge:
             for line in self.stderr
             if line.startswith("{") and '"event":"run"' in line.replace(" ", "")
         ]
-
-
-def children(parent: int) -> list[int]:
-    """The worker processes of ``parent`` (not multiprocessing's resource tracker)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            command = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == parent and b"spawn_main" in command:
-            found.append(int(stat.parent.name))
-    return sorted(found)
 
 
 @contextmanager

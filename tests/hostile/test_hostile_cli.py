@@ -34,6 +34,7 @@ import pytest
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
 from bridge.core.oneline import json_line, one_line
+from helpers import worker_pids
 from peers_cli import HOSTILE_TEXTS, PROMPT, unauthorized_upstream
 from servers import post, run_input, serve
 
@@ -291,19 +292,6 @@ def test_from_env_refuses_a_bad_variable_in_one_line_and_the_server_stops(
     }
 
 
-def _workers_of(parent: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            command = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == parent and b"spawn_main" in command:
-            found.append(int(stat.parent.name))
-    return found
-
-
 def _gone(pids: Sequence[int]) -> bool:
     """Whether every one of ``pids`` has ended (a zombie no init reaps counts as ended)."""
     for pid in pids:
@@ -335,7 +323,7 @@ def test_workers_leave_no_folder_behind_however_the_parent_ends(sig: str, tmp_pa
     env = _environment(TMPDIR=str(tmp_path))
     flags = ("--workers", "2", "--metrics")
     with serve(create_scripted_upstream()) as upstream, bridge(upstream, *flags, env=env) as made:
-        workers = _workers_of(made.process.pid)
+        workers = worker_pids(made.process.pid)
         assert len(workers) == 2
         assert _scratch(tmp_path)  # the approval store's and the metrics' folders
         post(f"{made.url}/agent", run_input())
@@ -352,7 +340,7 @@ def test_a_bridge_killed_whole_is_swept_by_the_next_start(tmp_path: Path) -> Non
     env = _environment(TMPDIR=str(tmp_path))
     with serve(create_scripted_upstream()) as upstream:
         with bridge(upstream, "--workers", "2", env=env, session=True) as killed:
-            workers = _workers_of(killed.process.pid)
+            workers = worker_pids(killed.process.pid)
             [left] = _scratch(tmp_path)
             os.killpg(killed.process.pid, signal.SIGKILL)
             killed.process.wait(timeout=30)
