@@ -76,12 +76,12 @@ def test_prometheus_scrapes_what_the_bridge_served(tmp_path: Path) -> None:
         assert frames[-1]["type"] == "RUN_FINISHED" and len(frames[-1]["usage"]) == 2
         usage += frames[-1]["usage"]
 
-        # Upstream errors: the bridge forwards max_tokens as it is (an allow-listed
-        # forwardedProps parameter), and the scripted upstream answers one below 1 with HTTP
+        # Upstream errors: the bridge forwards max_tokens -1 (llama.cpp's "no limit", which it
+        # takes), and the scripted upstream, as OpenAI's API does, answers one below 1 with HTTP
         # 400. Two of them, so that runs (time to first event) and upstream requests that
         # produced output (time to first token) differ in number.
-        for limit in range(UPSTREAM_ERRORS):
-            frames = _run(client, "Tell me about wasps.", forwardedProps={"max_tokens": -limit})
+        for _ in range(UPSTREAM_ERRORS):
+            frames = _run(client, "Tell me about wasps.", forwardedProps={"max_tokens": -1})
             assert frames[-1]["type"] == "RUN_ERROR"
             assert frames[-1]["code"] == "upstream_http_400"
 

@@ -350,7 +350,10 @@ def test_a_recording_through_a_prefix_replays_behind_any_prefix(tmp_path: Path) 
     inputs = [record[0]["input"] for record in records]
     for prefix in ("/v1", "/another/prefix/v1", "/api"):
         with serve(create_replay_app(recording, speed=4.0)) as replay_url:
-            again = replace(config, upstream_url=f"{replay_url}{prefix}", record_dir=None)
+            # The same credentials, so the same secrets: the frames' deltas are cut where the
+            # redactor holds back what may begin one, and must match.
+            replayed = replay_url.replace("http://", "http://someone:pw-in-the-url@")
+            again = replace(config, upstream_url=f"{replayed}{prefix}", record_dir=None)
             with serve(create_app(again)) as bridge_url:
                 after = [normalized(_post_raw(f"{bridge_url}/", body)) for body in inputs]
         assert after == sent, prefix
