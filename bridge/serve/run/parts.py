@@ -101,7 +101,7 @@ def chat_part(part: ContentPart) -> dict[str, Any]:
     if isinstance(source, FileSource):
         # The only way Chat Completions refers to bytes a provider already holds.
         return {"type": "file", "file": {"file_id": source.value}}
-    if isinstance(part, DocumentPart) and is_text(part):
+    if isinstance(part, DocumentPart) and isinstance(source, DataSource) and is_text(part):
         return {"type": "text", "text": document_text(part)}
     if isinstance(part, ImagePart):
         return {"type": "image_url", "image_url": {"url": _url(source)}}
