@@ -45,7 +45,7 @@ from bridge import __version__
 from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, KNOWN_REASONING_TAGS
 from bridge.serve.redact import MASK
 from bridge.serve.upstream.record import READABLE_FORMATS
-from bridge.serve.upstream.recording import request_body
+from bridge.serve.upstream.recording import request_body, without_inline_bytes
 
 #: Response headers that describe the recorded connection, not the answer: the replay's own
 #: server sets them for its connection.
@@ -133,8 +133,10 @@ def _exchanges(path: Path, recording: Recording) -> list[Exchange]:
             exchange_id = item.get("exchange")
             if kind == "request":
                 url_path = urlsplit(item["url"]).path
+                # A record made before attachments were kept as digests matches as one made after.
+                body = without_inline_bytes(item.get("body"))
                 by_number[exchange_id] = Exchange(
-                    item["method"], url_path, item.get("body"), _endpoint(url_path, base)
+                    item["method"], url_path, body, _endpoint(url_path, base)
                 )
                 began[exchange_id] = t
             elif exchange_id in by_number:

@@ -14,8 +14,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
+from hashlib import sha256
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,7 +27,11 @@ import httpx
 import pytest
 
 from agui_rules import check_frames, parse_body
+from bridge.cli.demo import create_scripted_upstream
+from bridge.cli.replay import create_replay_app, load_recording
 from bridge.serve.http import content_parts
+from bridge.serve.http.app import create_app
+from bridge.serve.redact import Redactor
 from bridge.serve.run import parts
 from node_tools import NODE_DIR, npm_install, require_node
 from peers_inputs import Gate, posted_while_gated
@@ -39,7 +47,7 @@ from peers_parts import (
     question,
     upstream_body,
 )
-from servers import Stack, scripted_stack
+from servers import Stack, joined, post, scripted_config, scripted_stack, serve
 
 APIS = ("chat", "responses")
 
@@ -353,3 +361,82 @@ def test_the_official_clients_send_every_attachment(
     taken = [table[key, source] for key, source in mappable]
     assert len(taken) >= 5
     assert stack.upstream_requests == [upstream_body(api, [question(api), *taken])]
+
+
+# -- Point 4: --record keeps a digest and the size, and the redaction never scans the bytes ----
+def _digest(encoded: str) -> str:
+    size = len(encoded) * 3 // 4 - encoded[-2:].count("=")
+    return f"[base64 of {size} bytes, sha256 of the base64: {sha256(encoded.encode()).hexdigest()}]"
+
+
+def test_a_recording_keeps_an_attachments_digest_and_size_and_replays_by_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41, point 4: ``--record`` wrote every attachment's base64 twice (the run's input,
+    the upstream request), each line scanned whole by the redaction, on the event loop. Now a
+    big one is recorded as its size and digest (a small one as it is), the redaction never sees
+    its bytes, and the replay matches a request with the attachment by the same digest."""
+    redacted: list[int] = []
+    redact = Redactor.redact
+
+    def measured(self: Redactor, text: str) -> str:
+        redacted.append(len(text))
+        return redact(self, text)
+
+    monkeypatch.setattr(Redactor, "redact", measured)
+    image, pdf, small = FILES["image"], FILES["pdf"], FILES["audio"]
+    noise = random.Random(41).randbytes(300_000)  # no run of it is in another file
+    big_image = base64.b64encode(image.data + noise).decode()
+    big_pdf = base64.b64encode(pdf.data + b"%" + noise[:200_000]).decode()
+    first = part(image, "data", "1.0")
+    first["source"]["value"] = big_image
+    second = part(pdf, "data", "binary")
+    second["data"] = big_pdf
+    bodies = [
+        body([first, part(small, "data", "1.0")], "1.0", runId="first"),
+        body([second], "binary", runId="second"),
+    ]
+    upstream_app = create_scripted_upstream()
+    with serve(upstream_app) as upstream_url:
+        config = scripted_config(upstream_url, record_dir=str(tmp_path))
+        with serve(create_app(config)) as bridge_url:
+            sent = [post(f"{bridge_url}/", sent) for sent in bodies]
+
+    files = sorted(tmp_path.glob("*.jsonl"))
+    text = "".join(path.read_text() for path in files)
+    for encoded in (big_image, big_pdf):
+        assert encoded[1000:1064] not in text and encoded[-64:] not in text
+    assert small.base64 in text  # under INLINE_KEPT characters: kept as it is
+    assert len(text) < 100_000
+    assert max(redacted) < 100_000
+    records = [[json.loads(line) for line in path.read_text().splitlines()] for path in files]
+    [first_request] = [line["body"] for line in records[0] if line["type"] == "request"]
+    [second_request] = [line["body"] for line in records[1] if line["type"] == "request"]
+    assert records[0][0]["input"]["messages"][0]["content"][1]["source"]["value"] == _digest(
+        big_image
+    )
+    assert first_request["messages"][0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{_digest(big_image)}"},
+    }
+    assert second_request["messages"][0]["content"][1] == {
+        "type": "file",
+        "file": {
+            "filename": "report.pdf",
+            "file_data": f"data:application/pdf;base64,{_digest(big_pdf)}",
+        },
+    }
+
+    # Replayed in the other order: each request gets its own answer, matched by its digest.
+    assert _texts(sent[0]) != _texts(sent[1])
+    recording = load_recording(tmp_path)
+    with serve(create_replay_app(recording, speed=8.0)) as replay_url:
+        again = replace(config, upstream_url=f"{replay_url}{recording.base_path}", record_dir=None)
+        with serve(create_app(again)) as bridge_url:
+            replayed = [post(f"{bridge_url}/", sent) for sent in reversed(bodies)]
+    for before, after in zip(sent, reversed(replayed), strict=True):
+        assert _texts(after) == _texts(before) != ""
+
+
+def _texts(frames: list[dict[str, Any]]) -> str:
+    return joined(frames, "TEXT_MESSAGE_CONTENT") + joined(frames, "REASONING_MESSAGE_CONTENT")

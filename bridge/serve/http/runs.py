@@ -29,6 +29,7 @@ from bridge.serve.run.output import RUN_ENDS, UnencodableEventError
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
 from bridge.serve.run.resume import settle_approvals
 from bridge.serve.tools.state import UPDATE_STATE, RunState, shares_state
+from bridge.serve.upstream.record import recorded_input
 from bridge.serve.upstream.recording import RunRecord
 
 logger = logging.getLogger("agui_bridge")
@@ -92,7 +93,8 @@ async def run(bridge: Bridge, request: Request) -> Response:
         if recorder is None:
             await run_into(_Frames(sink, writer, observe))
             return
-        with recorder.run(run_input) as record:  # its frames recorded as they go out
+        recorded = await recorded_input(run_input)
+        with recorder.run(run_input, recorded) as record:  # its frames recorded as they go out
             await run_into(_Frames(sink, writer, observe, record))
 
     def ended(response: EventStreamResponse) -> None:

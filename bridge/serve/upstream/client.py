@@ -24,6 +24,7 @@ from bridge.serve.observe.observation import TurnObservation
 from bridge.serve.upstream.body import Body, IdleWatch, read_whole
 from bridge.serve.upstream.failures import UpstreamFailures
 from bridge.serve.upstream.parse import parse_json
+from bridge.serve.upstream.recording import REQUEST_BODY
 from bridge.serve.upstream.sse import SseReader, chunk_from_data
 from bridge.serve.upstream.transport import (
     RESENDS,
@@ -222,8 +223,13 @@ class UpstreamClient:
         attempt = 0
         while True:
             try:
+                # The body as built goes along for --record, which would parse the bytes again.
                 request = self._client.build_request(
-                    "POST", url, content=request_body(body), headers=headers, extensions=extensions
+                    "POST",
+                    url,
+                    content=request_body(body),
+                    headers=headers,
+                    extensions={**extensions, REQUEST_BODY: body},
                 )
                 response = await self._client.send(request, stream=True)
             except TRANSPORT_ERRORS as exc:

@@ -53,6 +53,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import httpx
 from ag_ui.core import RunAgentInput
 
@@ -61,7 +62,12 @@ from bridge import __version__
 from bridge.config import BridgeConfig
 from bridge.core.upstream_url import shown_url
 from bridge.serve.redact import Redactor, shown_target
-from bridge.serve.upstream.recording import CURRENT_RECORD, RecordingTransport, RunRecord
+from bridge.serve.upstream.recording import (
+    CURRENT_RECORD,
+    RecordingTransport,
+    RunRecord,
+    without_inline_bytes,
+)
 
 FORMAT = "agui-bridge-record/2"
 #: The formats ``agui-bridge replay`` reads: 1 kept compressed reads as they came.
@@ -84,8 +90,11 @@ class Recorder:
         return RecordingTransport(inner)
 
     @contextlib.contextmanager
-    def run(self, run_input: RunAgentInput) -> Iterator[RunRecord]:
-        """Record one run: the upstream exchanges made meanwhile in this task, and its events."""
+    def run(
+        self, run_input: RunAgentInput, recorded: dict[str, Any] | None = None
+    ) -> Iterator[RunRecord]:
+        """Record one run: the upstream exchanges made meanwhile in this task, and its events.
+        ``recorded``: the input as ``recorded_input`` made it (else made here)."""
         started = datetime.now(UTC)
         safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_input.run_id)
         # The process id too: the workers of one bridge (serve --workers) share the folder.
@@ -102,7 +111,7 @@ class Recorder:
             thread_id=run_input.thread_id,
             run_id=run_input.run_id,
             upstream_url=self._settings["upstream_url"],
-            input=run_input.model_dump(mode="json", by_alias=True, exclude_none=True),
+            input=input_of(run_input) if recorded is None else recorded,
             config=self._settings,
         )
         token = CURRENT_RECORD.set(record)
@@ -114,6 +123,19 @@ class Recorder:
             with contextlib.suppress(ValueError):
                 CURRENT_RECORD.reset(token)
             record.close()
+
+
+async def recorded_input(run_input: RunAgentInput) -> dict[str, Any]:
+    """``input_of``, made in a worker thread: a big attachment's digest takes a while."""
+    return await anyio.to_thread.run_sync(input_of, run_input)
+
+
+def input_of(run_input: RunAgentInput) -> dict[str, Any]:
+    """The run's input as its record's header holds it: camelCase, without inline bytes
+    (``without_inline_bytes``)."""
+    dumped = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
+    recorded: dict[str, Any] = without_inline_bytes(dumped)
+    return recorded
 
 
 def recorded_settings(config: BridgeConfig) -> dict[str, Any]:

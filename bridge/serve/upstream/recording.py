@@ -1,22 +1,30 @@
 """One recorded run as it is written (``record`` says what the file holds): ``RunRecord``, its
 file, and ``RecordingTransport``, which writes each upstream exchange made for the run in
 progress (the request, the response's head, each network read of its body, decoded and
-redacted) into that run's record."""
+redacted) into that run's record.
+
+An attachment's bytes are not kept: a long base64 string (``INLINE_KEPT`` characters or more,
+alone or in a ``data:`` URL) is written as its size and digest (``without_inline_bytes``), made
+in a worker thread; so a 20 MB image is neither copied into the record nor scanned by the
+redaction, and the replay (``bridge/cli/replay.py``) matches requests by the same form."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any
 
+import anyio.to_thread
 import httpx
 
 # httpx's own decoders: the recording holds the bytes the bridge reads through them.
@@ -32,6 +40,14 @@ SECRET_HEADERS = frozenset(
 )
 
 logger = logging.getLogger("agui_bridge")
+
+#: The request's body as the client built it (a dict), which the recording reads instead of
+#: parsing the bytes again.
+REQUEST_BODY = "agui_bridge.request_body"
+
+#: Base64 strings shorter than this are recorded as they are; longer ones as their size and
+#: digest.
+INLINE_KEPT = 4096
 
 #: The record of the run in progress in this task (set by ``Recorder.run``).
 CURRENT_RECORD: ContextVar[RunRecord | None] = ContextVar("agui_bridge_run_record", default=None)
@@ -119,7 +135,8 @@ class RunRecord:
             else:
                 self.path.unlink(missing_ok=True)
 
-    def request(self, request: httpx.Request) -> int:
+    def request(self, request: httpx.Request, body: Any) -> int:
+        """Write a ``request`` line; ``body`` as ``recorded_body`` gives it."""
         exchange = next(self._exchanges)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in SECRET_HEADERS}
         self.write(
@@ -128,7 +145,7 @@ class RunRecord:
             method=request.method,
             url=shown_url(str(request.url)),
             headers=headers,
-            body=request_body(request.content),
+            body=body,
         )
         return exchange
 
@@ -157,7 +174,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         record = CURRENT_RECORD.get()
         if record is None or not record.recording:
             return await self._inner.handle_async_request(request)
-        exchange = record.request(request)
+        exchange = record.request(request, await recorded_body(request))
         try:
             response = await self._inner.handle_async_request(request)
         except Exception as exc:
@@ -262,14 +279,55 @@ def _content_decoder(headers: httpx.Headers) -> tuple[ContentDecoder | None, lis
     return (decoders[0] if len(decoders) == 1 else MultiDecoder(decoders)), known
 
 
+async def recorded_body(request: httpx.Request) -> Any:
+    """A request's body as its record holds it: the body the client built (``REQUEST_BODY``),
+    else its bytes read (``request_body``), without its inline bytes; a big one made in a
+    worker thread."""
+    built = request.extensions.get(REQUEST_BODY)
+    if len(request.content) <= INLINE_KEPT:
+        return request_body(request.content)
+    if built is None:
+        return await anyio.to_thread.run_sync(request_body, request.content)
+    return await anyio.to_thread.run_sync(without_inline_bytes, built)
+
+
 def request_body(raw: bytes) -> Any:
-    """A request body as recorded (and matched on replay): JSON when it parses, else text."""
+    """A request body as recorded (and matched on replay): JSON when it parses (without its
+    inline bytes: ``without_inline_bytes``), else text."""
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        return without_inline_bytes(json.loads(raw))
     except (ValueError, RecursionError):
         return raw.decode("utf-8", "replace")
+
+
+#: The head and tail of a base64 string (a few characters each end are read, not the whole).
+_BASE64_ENDS = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+_DATA_URL = re.compile(r"data:[^,]{0,200};base64,")
+
+
+def without_inline_bytes(value: Any) -> Any:
+    """``value`` (JSON) with every string that is ``INLINE_KEPT`` characters of base64 or
+    more, alone or in a ``data:`` URL, written as ``[base64 of N bytes, sha256 of the base64:
+    HEX]`` (a ``data:`` URL keeps its head). A string is taken for base64 by its ends and its
+    lack of spaces and line breaks, not scanned whole; so is one that only looks it, and its
+    digest stands for it too (nothing of it is written, secret or not)."""
+    if isinstance(value, dict):
+        return {key: without_inline_bytes(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_inline_bytes(item) for item in value]
+    if not isinstance(value, str) or len(value) < INLINE_KEPT:
+        return value
+    head = _DATA_URL.match(value)
+    start = head.end() if head else 0
+    ends = (value[start : start + 64], value[-64:])
+    if " " in value or "\n" in value or not all(_BASE64_ENDS.fullmatch(end) for end in ends):
+        return value
+    encoded = value[start:]
+    size = len(encoded) * 3 // 4 - encoded[-2:].count("=")
+    digest = hashlib.sha256(encoded.encode("ascii", "replace")).hexdigest()
+    return f"{value[:start]}[base64 of {size} bytes, sha256 of the base64: {digest}]"
 
 
 def _bytes_fields(piece: bytes) -> dict[str, str]:
