@@ -45,7 +45,7 @@ from bridge import __version__
 from bridge.core.reasoning_tags import DEFAULT_REASONING_TAGS, KNOWN_REASONING_TAGS
 from bridge.serve.redact import MASK
 from bridge.serve.upstream.record import READABLE_FORMATS
-from bridge.serve.upstream.recording import request_body, without_inline_bytes
+from bridge.serve.upstream.recording import as_recorded, request_body
 
 #: Response headers that describe the recorded connection, not the answer: the replay's own
 #: server sets them for its connection.
@@ -134,7 +134,7 @@ def _exchanges(path: Path, recording: Recording) -> list[Exchange]:
             if kind == "request":
                 url_path = urlsplit(item["url"]).path
                 # A record made before attachments were kept as digests matches as one made after.
-                body = without_inline_bytes(item.get("body"))
+                body = as_recorded(item.get("body"))
                 by_number[exchange_id] = Exchange(
                     item["method"], url_path, body, _endpoint(url_path, base)
                 )

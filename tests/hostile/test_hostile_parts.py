@@ -375,7 +375,8 @@ def test_a_recording_keeps_an_attachments_digest_and_size_and_replays_by_them(
     """Issue 41, point 4: ``--record`` wrote every attachment's base64 twice (the run's input,
     the upstream request), each line scanned whole by the redaction, on the event loop. Now a
     big one is recorded as its size and digest (a small one as it is), the redaction never sees
-    its bytes, and the replay matches a request with the attachment by the same digest."""
+    its bytes, and the replay matches a request with the attachment by the same digest. So is
+    a text document of a MiB or more, which goes upstream as its text."""
     redacted: list[int] = []
     redact = Redactor.redact
 
@@ -392,9 +393,13 @@ def test_a_recording_keeps_an_attachments_digest_and_size_and_replays_by_them(
     first["source"]["value"] = big_image
     second = part(pdf, "data", "binary")
     second["data"] = big_pdf
+    rows = "".join(f"{n},{n * 7 % 13}\n" for n in range(150_000))  # over a MiB of text
+    third = part(FILES["text"], "data", "0.0.59")
+    third["source"]["value"] = base64.b64encode(rows.encode()).decode()
     bodies = [
         body([first, part(small, "data", "1.0")], "1.0", runId="first"),
         body([second], "binary", runId="second"),
+        body([third], "0.0.59", runId="third"),
     ]
     upstream_app = create_scripted_upstream()
     with serve(upstream_app) as upstream_url:
@@ -404,10 +409,11 @@ def test_a_recording_keeps_an_attachments_digest_and_size_and_replays_by_them(
 
     files = sorted(tmp_path.glob("*.jsonl"))
     text = "".join(path.read_text() for path in files)
-    for encoded in (big_image, big_pdf):
+    for encoded in (big_image, big_pdf, third["source"]["value"]):
         assert encoded[1000:1064] not in text and encoded[-64:] not in text
+    assert rows[100_000:100_100] not in text
     assert small.base64 in text  # under INLINE_KEPT characters: kept as it is
-    assert len(text) < 100_000
+    assert all(path.stat().st_size < 100_000 for path in files)  # each attachment is more
     assert max(redacted) < 100_000
     records = [[json.loads(line) for line in path.read_text().splitlines()] for path in files]
     [first_request] = [line["body"] for line in records[0] if line["type"] == "request"]
@@ -426,9 +432,16 @@ def test_a_recording_keeps_an_attachments_digest_and_size_and_replays_by_them(
             "file_data": f"data:application/pdf;base64,{_digest(big_pdf)}",
         },
     }
+    [third_request] = [line["body"] for line in records[2] if line["type"] == "request"]
+    document = f'<document name="notes.csv" type="text/csv">\n{rows}</document>'
+    digest = sha256(document.encode()).hexdigest()
+    assert third_request["messages"][0]["content"][1] == {
+        "type": "text",
+        "text": f"[text of {len(document)} characters, sha256: {digest}]",
+    }
 
     # Replayed in the other order: each request gets its own answer, matched by its digest.
-    assert _texts(sent[0]) != _texts(sent[1])
+    assert len({_texts(frames) for frames in sent}) == 3
     recording = load_recording(tmp_path)
     with serve(create_replay_app(recording, speed=8.0)) as replay_url:
         again = replace(config, upstream_url=f"{replay_url}{recording.base_path}", record_dir=None)

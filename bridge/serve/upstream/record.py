@@ -7,10 +7,14 @@ seconds since the run began (monotonic clock):
 - ``run``: the header: ``format`` (``agui-bridge-record/2``), ``bridge_version``
   (``bridge.__version__``), ``started`` (ISO 8601 UTC), ``thread_id``, ``run_id``,
   ``upstream_url`` (the base URL the exchanges' paths are relative to), ``input`` (the
-  ``RunAgentInput`` as received, camelCase) and ``config`` (the bridge's settings, without the
-  API key and the auth token, its URLs and MCP command lines without credentials);
+  ``RunAgentInput`` as read, camelCase: a 0.0.x ``binary`` part as the 1.0 part it was read
+  as, a text document as its text) and ``config`` (the bridge's settings, without the API key
+  and the auth token, its URLs and MCP command lines without credentials);
 - ``request``: ``exchange`` (1, 2, … within the run), ``method``, ``url``, ``headers`` (without
   ``Authorization`` and the other credential headers), ``body`` (JSON when it parses, else text);
+
+In ``input`` and ``body``, an attachment's base64 (4096 characters or more) and any text of a
+MiB or more are written as their size and digest (``recording.as_recorded``), not as they are.
 - ``response``: ``exchange``, ``status``, ``reason``, ``http_version``, ``headers`` (a list of
   ``[name, value]`` pairs, as received) and, when the body came compressed, ``decoded``: the
   content codings (``["gzip"]``) the ``read`` lines are already decoded from;
@@ -66,7 +70,7 @@ from bridge.serve.upstream.recording import (
     CURRENT_RECORD,
     RecordingTransport,
     RunRecord,
-    without_inline_bytes,
+    as_recorded,
 )
 
 FORMAT = "agui-bridge-record/2"
@@ -131,10 +135,10 @@ async def recorded_input(run_input: RunAgentInput) -> dict[str, Any]:
 
 
 def input_of(run_input: RunAgentInput) -> dict[str, Any]:
-    """The run's input as its record's header holds it: camelCase, without inline bytes
-    (``without_inline_bytes``)."""
+    """The run's input as its record's header holds it: camelCase, its attachments as their
+    size and digest (``as_recorded``)."""
     dumped = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
-    recorded: dict[str, Any] = without_inline_bytes(dumped)
+    recorded: dict[str, Any] = as_recorded(dumped)
     return recorded
 
 

@@ -4,7 +4,7 @@ progress (the request, the response's head, each network read of its body, decod
 redacted) into that run's record.
 
 An attachment's bytes are not kept: a long base64 string (``INLINE_KEPT`` characters or more,
-alone or in a ``data:`` URL) is written as its size and digest (``without_inline_bytes``), made
+alone or in a ``data:`` URL) is written as its size and digest (``as_recorded``), made
 in a worker thread; so a 20 MB image is neither copied into the record nor scanned by the
 redaction, and the replay (``bridge/cli/replay.py``) matches requests by the same form."""
 
@@ -48,6 +48,9 @@ REQUEST_BODY = "agui_bridge.request_body"
 #: Base64 strings shorter than this are recorded as they are; longer ones as their size and
 #: digest.
 INLINE_KEPT = 4096
+#: Other strings shorter than this are recorded as they are (and redacted); longer ones as their
+#: size and digest: redacting one costs the event loop about 5 ms a MB.
+TEXT_KEPT = 1024 * 1024
 
 #: The record of the run in progress in this task (set by ``Recorder.run``).
 CURRENT_RECORD: ContextVar[RunRecord | None] = ContextVar("agui_bridge_run_record", default=None)
@@ -280,24 +283,24 @@ def _content_decoder(headers: httpx.Headers) -> tuple[ContentDecoder | None, lis
 
 
 async def recorded_body(request: httpx.Request) -> Any:
-    """A request's body as its record holds it: the body the client built (``REQUEST_BODY``),
-    else its bytes read (``request_body``), without its inline bytes; a big one made in a
-    worker thread."""
+    """A request's body as its record holds it (``as_recorded``): the body the client built
+    (``REQUEST_BODY``), else its bytes read (``request_body``); a big one made in a worker
+    thread."""
     built = request.extensions.get(REQUEST_BODY)
     if len(request.content) <= INLINE_KEPT:
         return request_body(request.content)
     if built is None:
         return await anyio.to_thread.run_sync(request_body, request.content)
-    return await anyio.to_thread.run_sync(without_inline_bytes, built)
+    return await anyio.to_thread.run_sync(as_recorded, built)
 
 
 def request_body(raw: bytes) -> Any:
-    """A request body as recorded (and matched on replay): JSON when it parses (without its
-    inline bytes: ``without_inline_bytes``), else text."""
+    """A request body as recorded (and matched on replay): JSON when it parses (``as_recorded``),
+    else text."""
     if not raw:
         return None
     try:
-        return without_inline_bytes(json.loads(raw))
+        return as_recorded(json.loads(raw))
     except (ValueError, RecursionError):
         return raw.decode("utf-8", "replace")
 
@@ -307,23 +310,28 @@ _BASE64_ENDS = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _DATA_URL = re.compile(r"data:[^,]{0,200};base64,")
 
 
-def without_inline_bytes(value: Any) -> Any:
-    """``value`` (JSON) with every string that is ``INLINE_KEPT`` characters of base64 or
-    more, alone or in a ``data:`` URL, written as ``[base64 of N bytes, sha256 of the base64:
-    HEX]`` (a ``data:`` URL keeps its head). A string is taken for base64 by its ends and its
-    lack of spaces and line breaks, not scanned whole; so is one that only looks it, and its
-    digest stands for it too (nothing of it is written, secret or not)."""
+def as_recorded(value: Any) -> Any:
+    """``value`` (JSON) as a record holds it: a string of ``INLINE_KEPT`` characters of base64
+    or more (alone, or in a ``data:`` URL, which keeps its head) as ``[base64 of N bytes,
+    sha256 of the base64: HEX]``, any other string of ``TEXT_KEPT`` characters or more (a text
+    document as the model reads it) as ``[text of N characters, sha256: HEX]``. A string is
+    taken for base64 by its ends and its lack of spaces and line breaks, not scanned whole; one
+    that only looks it is written as its digest too. Nothing of such a string is written,
+    secret or not, and no redaction scans it."""
     if isinstance(value, dict):
-        return {key: without_inline_bytes(item) for key, item in value.items()}
+        return {key: as_recorded(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [without_inline_bytes(item) for item in value]
+        return [as_recorded(item) for item in value]
     if not isinstance(value, str) or len(value) < INLINE_KEPT:
         return value
     head = _DATA_URL.match(value)
     start = head.end() if head else 0
     ends = (value[start : start + 64], value[-64:])
     if " " in value or "\n" in value or not all(_BASE64_ENDS.fullmatch(end) for end in ends):
-        return value
+        if len(value) < TEXT_KEPT:
+            return value
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"[text of {len(value)} characters, sha256: {digest}]"
     encoded = value[start:]
     size = len(encoded) * 3 // 4 - encoded[-2:].count("=")
     digest = hashlib.sha256(encoded.encode("ascii", "replace")).hexdigest()
