@@ -275,7 +275,8 @@ def test_a_big_attachment_is_decoded_off_the_event_loop_a_slice_at_a_time(
 ) -> None:
     """Issue 41, point 4: a big attachment's base64 is decoded where the big body is read, in
     a worker thread, and a slice at a time (each call holds the GIL, and with it the event
-    loop): the loop answers ``/health`` while the decoding is under way."""
+    loop), the thread handing the GIL over between slices: the loop answers ``/health`` while
+    the decoding is under way."""
     gate = Gate()
     check = content_parts.check_base64
     slices: list[int] = []
@@ -289,8 +290,10 @@ def test_a_big_attachment_is_decoded_off_the_event_loop_a_slice_at_a_time(
         slices.append(len(data))
         return decode(data, strict_mode=strict_mode)
 
+    pauses: list[float] = []
     monkeypatch.setattr(content_parts, "check_base64", held)
     monkeypatch.setattr(parts, "binascii", SimpleNamespace(a2b_base64=sliced, Error=binascii.Error))
+    monkeypatch.setattr(parts, "time", SimpleNamespace(sleep=pauses.append))
     image = FILES["image"]
     big = part(image, "data", "1.0")
     big["source"]["value"] = base64.b64encode(image.data + bytes(3_500_000)).decode()
@@ -300,6 +303,7 @@ def test_a_big_attachment_is_decoded_off_the_event_loop_a_slice_at_a_time(
     _finished(response)
     assert len(slices) >= 4 and max(slices) <= parts.BASE64_SLICE
     assert sum(slices) == len(big["source"]["value"])
+    assert pauses == [0] * (len(slices) - 1)  # the GIL handed over between slices
 
 
 def test_a_text_document_goes_upstream_once_read(stacks: dict[str, Stack]) -> None:
