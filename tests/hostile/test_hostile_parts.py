@@ -25,10 +25,14 @@ from typing import Any
 
 import httpx
 import pytest
+from ag_ui.core import ContentPart
+from pydantic import TypeAdapter
 
 from agui_rules import check_frames, parse_body
 from bridge.cli.demo import create_scripted_upstream
 from bridge.cli.replay import create_replay_app, load_recording
+from bridge.cli.settings import config_from_env
+from bridge.config import BridgeConfig
 from bridge.serve.http import content_parts
 from bridge.serve.http.app import create_app
 from bridge.serve.redact import Redactor
@@ -457,3 +461,67 @@ def test_a_recording_keeps_an_attachments_digest_and_size_and_replays_by_them(
 
 def _texts(frames: list[dict[str, Any]]) -> str:
     return joined(frames, "TEXT_MESSAGE_CONTENT") + joined(frames, "REASONING_MESSAGE_CONTENT")
+
+
+# -- Point 4: the limits are settings like the others ------------------------------------------
+def test_the_attachment_limits_are_flags_variables_and_settings() -> None:
+    """Issue 41, point 4: ``--max-attachment-bytes`` and ``--max-request-attachment-bytes``
+    (``AGUI_BRIDGE_MAX_ATTACHMENT_BYTES``, ``AGUI_BRIDGE_MAX_REQUEST_ATTACHMENT_BYTES``) set
+    ``BridgeConfig``'s fields; their defaults fit in the default body; below 1 is refused."""
+    environ = {
+        "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
+        "AGUI_BRIDGE_MODEL": "m",
+        "AGUI_BRIDGE_MAX_ATTACHMENT_BYTES": "20971520",
+        "AGUI_BRIDGE_MAX_REQUEST_ATTACHMENT_BYTES": "41943040",
+    }
+    config = config_from_env(environ)
+    assert (config.max_attachment_bytes, config.max_request_attachment_bytes) == (
+        20 << 20,
+        40 << 20,
+    )
+    default = BridgeConfig(upstream_url="http://h/v1", model="m")
+    assert default.max_attachment_bytes <= default.max_request_attachment_bytes
+    assert default.max_request_attachment_bytes * 4 // 3 <= default.max_body_bytes
+    for field in ("max_attachment_bytes", "max_request_attachment_bytes"):
+        with pytest.raises(ValueError, match="size limits must be at least 1"):
+            BridgeConfig(upstream_url="http://h/v1", model="m", **{field: 0})
+
+
+@pytest.mark.parametrize(
+    ("sent", "taken"),
+    [
+        pytest.param(
+            {"type": "image", "name": "cat.png"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            id="image",
+        ),
+        pytest.param(
+            {"type": "audio", "name": "memo.mp3"},
+            {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "mp3"}},
+            id="audio",
+        ),
+        pytest.param(
+            {"type": "document", "name": None},
+            {
+                "type": "file",
+                "file": {
+                    "filename": "attachment",
+                    "file_data": "data:application/octet-stream;base64,AAAA",
+                },
+            },
+            id="nameless",
+        ),
+    ],
+)
+def test_bytes_sent_without_a_type_are_typed_by_their_name(
+    sent: dict[str, Any], taken: dict[str, Any]
+) -> None:
+    """Issue 41, point 2: a browser sends ``""`` as the type of a file its system knows no type
+    for: the upstream gets the type its name says (a data URL of no type, ``data:;base64,``,
+    is refused by servers), else ``application/octet-stream``."""
+    metadata = {"filename": sent["name"]} if sent["name"] else None
+    source = {"type": "data", "value": "AAAA", "mimeType": ""}
+    content = TypeAdapter(ContentPart).validate_python(
+        {"type": sent["type"], "source": source, "metadata": metadata}
+    )
+    assert parts.chat_part(content) == taken

@@ -105,9 +105,9 @@ def chat_part(part: ContentPart) -> dict[str, Any]:
     if isinstance(part, DocumentPart) and isinstance(source, DataSource) and is_text(part):
         return {"type": "text", "text": document_text(part)}
     if isinstance(part, ImagePart):
-        return {"type": "image_url", "image_url": {"url": _url(source)}}
+        return {"type": "image_url", "image_url": {"url": _url(part)}}
     if isinstance(part, VideoPart):  # vLLM's shape; a server without video refuses it itself
-        return {"type": "video_url", "video_url": {"url": _url(source)}}
+        return {"type": "video_url", "video_url": {"url": _url(part)}}
     if not isinstance(source, DataSource):
         if isinstance(part, AudioPart):
             takes, instead = "its input_audio takes the bytes inline", ""
@@ -119,10 +119,10 @@ def chat_part(part: ContentPart) -> dict[str, Any]:
             f"bytes as data (base64){instead}"
         )
     if isinstance(part, AudioPart):
-        return {"type": "input_audio", "input_audio": _audio(source)}
+        return {"type": "input_audio", "input_audio": _audio(part, source)}
     return {
         "type": "file",
-        "file": {"filename": file_name(part) or _default_name(part), "file_data": _url(source)},
+        "file": {"filename": file_name(part) or _default_name(part), "file_data": _url(part)},
     }
 
 
@@ -144,11 +144,11 @@ def responses_part(part: ContentPart) -> dict[str, Any]:
                 f"{describe(part)} given by {_by(source)} cannot go to the Responses API, whose "
                 "input_audio takes the bytes inline: send them as data (base64)"
             )
-        return {"type": "input_audio", "input_audio": _audio(source)}
+        return {"type": "input_audio", "input_audio": _audio(part, source)}
     if isinstance(part, ImagePart):
         if isinstance(source, FileSource):
             return {"type": "input_image", "file_id": source.value}
-        return {"type": "input_image", "image_url": _url(source)}
+        return {"type": "input_image", "image_url": _url(part)}
     if isinstance(source, FileSource):
         return {"type": "input_file", "file_id": source.value}
     if isinstance(source, UrlSource):
@@ -156,7 +156,7 @@ def responses_part(part: ContentPart) -> dict[str, Any]:
     if is_text(part):
         return {"type": "input_text", "text": document_text(part)}
     name = file_name(part) or _default_name(part)
-    return {"type": "input_file", "filename": name, "file_data": _url(source)}
+    return {"type": "input_file", "filename": name, "file_data": _url(part)}
 
 
 def file_name(part: ContentPart) -> str | None:
@@ -255,14 +255,20 @@ def describe(part: ContentPart) -> str:
     return f"{article} {kind} part" + (f" ({named})" if named else "")
 
 
-def _url(source: DataSource | UrlSource | FileSource) -> str:
-    if isinstance(source, DataSource):
-        return f"data:{source.mime_type};base64,{source.value}"
-    return source.value
+def _url(part: MediaPart) -> str:
+    """The part's URL; a data URL for inline bytes, of the type they were given (parameters
+    kept), else of the type their file name says."""
+    source = part.source
+    if not isinstance(source, DataSource):
+        return source.value
+    given = source.mime_type.strip()
+    if not given or given.lower() == "application/octet-stream":
+        given = mime_type(part) or "application/octet-stream"
+    return f"data:{given};base64,{source.value}"
 
 
-def _audio(source: DataSource) -> dict[str, str]:
-    mime = source.mime_type.split(";", 1)[0].strip().lower()
+def _audio(part: AudioPart, source: DataSource) -> dict[str, str]:
+    mime = mime_type(part)
     subtype = mime.partition("/")[2].removeprefix("x-")
     return {"data": source.value, "format": _AUDIO_FORMATS.get(mime, subtype or "wav")}
 
