@@ -525,3 +525,13 @@ def test_bytes_sent_without_a_type_are_typed_by_their_name(
         {"type": sent["type"], "source": source, "metadata": metadata}
     )
     assert parts.chat_part(content) == taken
+
+
+def test_a_refusal_shows_at_most_120_characters_of_a_file_name(stacks: dict[str, Stack]) -> None:
+    """Issue 41, point 2: a refusal names the part by its file name, which the client chose: a
+    megabyte of it is cut, in the answer and its log line."""
+    sent = part(FILES["audio"], "url", "1.0")
+    sent["metadata"]["filename"] = "memo" * 250_000
+    message = _refused(_post(stacks["chat"], body([sent], "1.0")), 400, "invalid_input")
+    assert message.startswith(f"messages.0.content.1: an audio part ({'memo' * 30}, audio/wav) ")
+    assert len(message) < 500

@@ -184,5 +184,5 @@ def _named(part: dict[str, Any]) -> str:
     name = metadata.get("filename") if isinstance(metadata, dict) else None
     source = part.get("source")
     mime = source.get("mimeType", source.get("mime_type")) if isinstance(source, dict) else None
-    known = ", ".join(str(x)[:120] for x in (name, mime) if isinstance(x, str) and x)
+    known = ", ".join(x[:120] for x in (name, mime) if isinstance(x, str) and x)
     return "an attachment" + (f" ({known})" if known else "")

@@ -86,6 +86,9 @@ _GUESS = mimetypes.MimeTypes()
 
 MediaPart = ImagePart | AudioPart | VideoPart | DocumentPart
 
+#: The longest name (a file's, a type's) a refusal shows.
+_SHOWN = 120
+
 
 class UnmappablePartError(ValueError):
     """A part the upstream API has no place for; the message names the part and what would
@@ -245,12 +248,13 @@ def _base64_slices(value: str, what: str) -> Iterator[bytes]:
 
 
 def describe(part: ContentPart) -> str:
-    """The part as a person knows it: ``a document part (report.pdf, application/pdf)``."""
-    kind = _kind(part)
+    """The part as a person knows it: ``a document part (report.pdf, application/pdf)``; each
+    name cut to ``_SHOWN`` characters (a refusal and its log line carry it)."""
+    kind = _kind(part)[:_SHOWN]
     known = [file_name(part) or ""]
     if isinstance(part, MediaPart):
         known.append(mime_type(part))
-    named = ", ".join(filter(None, known))
+    named = ", ".join(name[:_SHOWN] for name in known if name)
     article = "an" if kind[:1] in "aeiou" else "a"
     return f"{article} {kind} part" + (f" ({named})" if named else "")
 
