@@ -12,9 +12,6 @@ seconds since the run began (monotonic clock):
   and the auth token, its URLs and MCP command lines without credentials);
 - ``request``: ``exchange`` (1, 2, … within the run), ``method``, ``url``, ``headers`` (without
   ``Authorization`` and the other credential headers), ``body`` (JSON when it parses, else text);
-
-In ``input`` and ``body``, an attachment's base64 (4096 characters or more) and any text of a
-MiB or more are written as their size and digest (``recording.as_recorded``), not as they are.
 - ``response``: ``exchange``, ``status``, ``reason``, ``http_version``, ``headers`` (a list of
   ``[name, value]`` pairs, as received) and, when the body came compressed, ``decoded``: the
   content codings (``["gzip"]``) the ``read`` lines are already decoded from;
@@ -33,6 +30,9 @@ MiB or more are written as their size and digest (``recording.as_recorded``), no
 
 Format 1 (before ``decoded``) kept each read as it came off the wire, compressed or not.
 
+In ``input`` and ``body``, an attachment's base64 (4096 characters or more) and any text of a
+MiB or more are written as their size and digest (``recording.as_recorded``), not as they are.
+
 No secret is kept: every line goes through the bridge's ``Redactor``, and the body's bytes, UTF-8
 or not, through a ``ByteStreamRedactor`` that sees across reads, so the key is not in the record
 even when the upstream quoted it back, compressed it, or sent it a few bytes a read; no URL in it
@@ -42,8 +42,10 @@ written before (a file with none is removed). ``agui-bridge replay DIR`` serves 
 answers again (``bridge/cli/replay.py``).
 
 The recording is a wrapping ``httpx`` transport plus a hook where frames are written, so the
-upstream client itself knows nothing of it. A context variable names the run being recorded: the
-upstream request is made from the task that writes that run's frames.
+upstream client itself knows nothing of it (but to hand each request its body as built,
+``REQUEST_BODY``, which the recording reads rather than parse the bytes again). A context
+variable names the run being recorded: the upstream request is made from the task that writes
+that run's frames.
 """
 
 from __future__ import annotations

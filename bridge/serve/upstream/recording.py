@@ -4,9 +4,10 @@ progress (the request, the response's head, each network read of its body, decod
 redacted) into that run's record.
 
 An attachment's bytes are not kept: a long base64 string (``INLINE_KEPT`` characters or more,
-alone or in a ``data:`` URL) is written as its size and digest (``as_recorded``), made
-in a worker thread; so a 20 MB image is neither copied into the record nor scanned by the
-redaction, and the replay (``bridge/cli/replay.py``) matches requests by the same form."""
+alone or in a ``data:`` URL), or a text of ``TEXT_KEPT`` characters or more (a text document as
+the model reads it), is written as its size and digest (``as_recorded``), made in a worker
+thread; so a 20 MB image is neither copied into the record nor scanned by the redaction, and the
+replay (``bridge/cli/replay.py``) matches requests by the same form."""
 
 from __future__ import annotations
 
