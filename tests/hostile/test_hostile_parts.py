@@ -225,9 +225,9 @@ def test_an_attachment_over_its_limit_is_refused_before_it_is_decoded(
     decoded: list[int] = []
     check = content_parts.check_base64
 
-    def spy(value: str, what: str) -> None:
+    def spy(value: str) -> None:
         decoded.append(len(value))
-        check(value, what)
+        check(value)
 
     monkeypatch.setattr(content_parts, "check_base64", spy)
     pdf = FILES["pdf"]
@@ -286,9 +286,9 @@ def test_a_big_attachment_is_decoded_off_the_event_loop_a_slice_at_a_time(
     slices: list[int] = []
     decode = binascii.a2b_base64
 
-    def held(value: str, what: str) -> None:
+    def held(value: str) -> None:
         gate.hold()
-        check(value, what)
+        check(value)
 
     def sliced(data: str, *, strict_mode: bool = False) -> bytes:
         slices.append(len(data))

@@ -108,14 +108,14 @@ def _decoded(content: list[Any], index: int) -> Iterator[Any]:
             continue
         try:
             if isinstance(part, DocumentPart) and is_text(part):
-                data = decode_base64(source.value, describe(part))
-                text = document_text(part, utf8_text(part, data))
+                text = document_text(part, utf8_text(decode_base64(source.value)))
                 yield TextPart(id=part.id, text=text, metadata=part.metadata)
             else:
-                check_base64(source.value, describe(part))
+                check_base64(source.value)
                 yield part
         except UnmappablePartError as exc:
-            raise InvalidRunInputError(f"messages.{index}.content.{number}: {exc}") from None
+            where = f"messages.{index}.content.{number}"
+            raise InvalidRunInputError(f"{where}: {describe(part)}: {exc}") from None
 
 
 def _as_1_0(part: dict[str, Any], where: str) -> dict[str, Any]:

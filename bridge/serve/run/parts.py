@@ -195,7 +195,10 @@ def document_text(part: DocumentPart, text: str | None = None) -> str:
     if text is None:
         if not isinstance(part.source, DataSource):
             raise UnmappablePartError(f"{describe(part)} is not inline: its text is not here")
-        text = utf8_text(part, decode_base64(part.source.value, describe(part)))
+        try:
+            text = utf8_text(decode_base64(part.source.value))
+        except UnmappablePartError as exc:
+            raise UnmappablePartError(f"{describe(part)}: {exc}") from None
     attributes = ""
     name = file_name(part)
     if name:
@@ -207,30 +210,30 @@ def document_text(part: DocumentPart, text: str | None = None) -> str:
     return f"<document{attributes}>\n{text}{end}</document>"
 
 
-def utf8_text(part: DocumentPart, data: bytes) -> str:
-    """A text document's bytes as text (``UnmappablePartError`` when they are not UTF-8)."""
+def utf8_text(data: bytes) -> str:
+    """A text document's bytes as text (``UnmappablePartError`` when they are not UTF-8). The
+    errors of this and the base64 functions name no part: the caller does, when one fails."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UnmappablePartError(
-            f"{describe(part)}: its bytes are not UTF-8 text (byte {exc.start}); send the "
-            "text as UTF-8"
+            f"its bytes are not UTF-8 text (byte {exc.start}); send the text as UTF-8"
         ) from None
 
 
-def decode_base64(value: str, what: str) -> bytes:
+def decode_base64(value: str) -> bytes:
     """``value``'s bytes, read as strict base64 (RFC 4648: no line breaks, padding only at the
-    end) ``BASE64_SLICE`` characters at a time; ``UnmappablePartError`` naming ``what``."""
-    return b"".join(_base64_slices(value, what))
+    end) ``BASE64_SLICE`` characters at a time (``UnmappablePartError`` when it is not)."""
+    return b"".join(_base64_slices(value))
 
 
-def check_base64(value: str, what: str) -> None:
+def check_base64(value: str) -> None:
     """``decode_base64`` without keeping the bytes: whether ``value`` is base64 at all."""
-    for _ in _base64_slices(value, what):
+    for _ in _base64_slices(value):
         pass
 
 
-def _base64_slices(value: str, what: str) -> Iterator[bytes]:
+def _base64_slices(value: str) -> Iterator[bytes]:
     for start in range(0, len(value), BASE64_SLICE):
         if start:
             # The GIL handed over between slices: a thread that merely runs on would keep it for
@@ -242,8 +245,7 @@ def _base64_slices(value: str, what: str) -> Iterator[bytes]:
             yield binascii.a2b_base64(piece, strict_mode=True)
         except (binascii.Error, ValueError) as exc:  # ValueError: a character past ASCII
             raise UnmappablePartError(
-                f"{what}: its data is not base64 ({exc}, in characters {start} to "
-                f"{start + len(piece)})"
+                f"its data is not base64 ({exc}, in characters {start} to {start + len(piece)})"
             ) from None
 
 
