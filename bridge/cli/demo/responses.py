@@ -19,6 +19,7 @@ from typing import Any
 from bridge.cli.demo.dialects import PLAIN, REASONING
 from bridge.cli.demo.script import Script, count_prompt_tokens, write_script
 
+_TEXT_PARTS = ("input_text", "output_text")
 _SENTENCE = re.compile(r"(?<=\.)\s+(?=[A-Z])")  # "…lightblue). The calls…" (not in quotes)
 
 
@@ -35,7 +36,7 @@ def chat_request(body: Mapping[str, Any]) -> dict[str, Any]:
             continue
         kind = item.get("type", "message")
         if kind == "message":
-            messages.append({"role": item.get("role"), "content": _text(item.get("content"))})
+            messages.append({"role": item.get("role"), "content": _content(item.get("content"))})
         elif kind == "function_call":
             call = {
                 "id": item.get("call_id"),
@@ -221,6 +222,18 @@ def _shell(response_id: str, created: int, model: str, status: str) -> dict[str,
         "output": [],
         "store": False,
     }
+
+
+def _content(content: Any) -> Any:
+    """A message's content for ``script.py``: its text, and beside it the parts that are not
+    text (``input_image``, ``input_file``, ``input_audio``), as they came."""
+    if not isinstance(content, list):
+        return content
+    others = [p for p in content if isinstance(p, Mapping) and p.get("type") not in _TEXT_PARTS]
+    if not others:
+        return _text(content)
+    texts = [p for p in content if isinstance(p, Mapping) and p.get("type") in _TEXT_PARTS]
+    return [{"type": "text", "text": _text(texts) if texts else ""}, *others]
 
 
 def _text(content: Any) -> Any:
