@@ -14,6 +14,7 @@ import {
   type ToolCall,
 } from "@ag-ui/client";
 
+import { toPart, type Attachment } from "./attachments";
 import {
   MCP_APPS_ACTIVITY,
   readActivity,
@@ -80,9 +81,9 @@ export class Chat {
     return this.turn !== undefined;
   }
 
-  /** Sends the user's message and runs until the model has answered. */
-  send(text: string): Promise<void> {
-    this.turn ??= this.converse(text).finally(() => {
+  /** Sends the user's message (its text and attachments) and runs until the model has answered. */
+  send(text: string, attachments: readonly Attachment[] = []): Promise<void> {
+    this.turn ??= this.converse(text, attachments).finally(() => {
       this.turn = undefined;
       this.hooks.running(false);
     });
@@ -104,13 +105,18 @@ export class Chat {
     this.agent = this.newAgent();
   }
 
-  private async converse(text: string): Promise<void> {
+  private async converse(text: string, attachments: readonly Attachment[]): Promise<void> {
     this.stopRequested = false;
     this.hooks.running(true);
-    const turn = this.view.startTurn(text);
+    const turn = this.view.startTurn(text, attachments);
     // The state's cards show in the turn that changed them, compared with the state sent now.
     const before = readState(this.agent.state);
-    this.agent.addMessage({ id: randomUUID(), role: "user", content: text });
+    // With attachments, the content is parts (the text first, when there is some), as
+    // CopilotKit's chat sends it; without, the text alone.
+    const content = attachments.length
+      ? [...(text ? [{ type: "text" as const, text }] : []), ...attachments.map(toPart)]
+      : text;
+    this.agent.addMessage({ id: randomUUID(), role: "user", content });
     try {
       let resume: ResumeEntry[] | undefined;
       for (let round = 0; ; round += 1) {
