@@ -37,6 +37,11 @@ def data_url(mime: str, data: bytes) -> str:
     return f"data:{mime};base64,{b64(data)}"
 
 
+#: A text document as the bridge sends it: text, inside an element naming it.
+NOTES = (
+    '<document name="notes &amp; plans.txt" type="text/plain">\n'
+    "Buy milk.\nCall Alice, then Bob.\n</document>"
+)
 #: A user message with one of each attachment Chat Completions servers take.
 CHAT_PARTS: list[dict[str, Any]] = [
     {"type": "text", "text": "What did I send?"},
@@ -45,12 +50,14 @@ CHAT_PARTS: list[dict[str, Any]] = [
         "type": "file",
         "file": {"file_data": data_url("application/pdf", PDF), "filename": "report.pdf"},
     },
+    {"type": "text", "text": NOTES},
     {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "wav"}},
     {"type": "file", "file": {"file_id": "file-abc123"}},
     {"type": "video_url", "video_url": {"url": "https://example.com/clip.mp4"}},
 ]
 CHAT_SAID = (
     "I received an image (image/png, 3 KB), report.pdf (application/pdf, 117 KB), "
+    "notes & plans.txt (text/plain, 32 B), "
     "an audio clip (audio/wav, 39 KB), a file held by the server as file-abc123 "
     "and a video at https://example.com/clip.mp4."
 )
@@ -61,10 +68,12 @@ RESPONSES_PARTS: list[dict[str, Any]] = [
     {"type": "input_file", "filename": "report.pdf", "file_data": data_url("application/pdf", PDF)},
     {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "mp3"}},
     {"type": "input_image", "file_id": "file-img9"},
+    {"type": "input_text", "text": NOTES},
 ]
 RESPONSES_SAID = (
     "I received an image (image/png, 3 KB), report.pdf (application/pdf, 117 KB), "
-    "an audio clip (audio/mpeg, 39 KB) and an image held by the server as file-img9."
+    "an audio clip (audio/mpeg, 39 KB), an image held by the server as file-img9 "
+    "and notes & plans.txt (text/plain, 32 B)."
 )
 
 
@@ -205,6 +214,19 @@ def test_sizes_come_from_the_base64_length() -> None:
         "1.0 MB",
         "2.5 MB",
     ]
+
+
+def test_text_documents_are_read_from_the_text_and_the_words_around_them_quoted(
+    upstream: str,
+) -> None:
+    """A text document is named from its element; the reasoning quotes what the user wrote,
+    not the document; an element never closed is no document."""
+    content = f"Summarise this: {NOTES} Thanks! <document>\nnever closed"
+    body = {"model": "scripted-reasoning", "messages": [{"role": "user", "content": content}]}
+    response = httpx.post(f"{upstream}/v1/chat/completions", json=body, timeout=10)
+    message = response.json()["choices"][0]["message"]
+    assert message["content"].startswith("I received notes & plans.txt (text/plain, 32 B).")
+    assert "“Summarise this: Thanks! <document> never closed”" in message["reasoning"]
 
 
 def test_names_and_urls_are_echoed_on_one_line_and_short() -> None:

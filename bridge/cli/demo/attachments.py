@@ -4,12 +4,15 @@ files, read from the content parts real servers take, and said back (name, type,
 Chat Completions (OpenAI, OpenRouter, vLLM, llama.cpp): ``image_url``, ``input_audio``, ``file``
 (``file_data`` with ``filename``, or ``file_id``), ``video_url`` and vLLM's ``audio_url``. The
 Responses API: ``input_image``, ``input_file``, ``input_audio``. A part of another type is
-refused as those servers refuse it (``unknown_part``). Pure: sizes come from the length of the
-base64 text, which is never decoded, so a big attachment costs nothing to describe.
+refused as those servers refuse it (``unknown_part``). A text document the bridge sent as text
+(``<document name="notes.txt" type="text/plain">…</document>``, README "Attachments") is read
+from the text as a model reads it. Pure: sizes come from the length of the base64 text, which is
+never decoded, so a big attachment costs nothing to describe.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +38,13 @@ _AUDIO_TYPES = {"mp3": "audio/mpeg", "wav": "audio/wav"}
 #: What an echoed name or URL may hold: one line, tag-free (see ``script._clean``), this long.
 _NAME_LIMIT = 80
 _LINE_BREAKS = re.compile(r"\s+")
+#: A text document as the bridge writes it into a text part (``bridge.serve.run.parts``): its
+#: opening tag (at most ``_TAG_LIMIT`` characters), its text, its closing tag.
+_OPENING = re.compile(r'<document((?: [a-z]+="[^"]*")*)>\n')
+_CLOSING = "</document>"
+_TAG_LIMIT = 1024
+_ATTRIBUTE = re.compile(r'([a-z]+)="([^"]*)"')
+_TEXT_PARTS = ("text", "input_text")
 
 
 @dataclass(frozen=True)
@@ -60,11 +70,59 @@ class Received:
 
 
 def received(content: Any) -> list[Received]:
-    """The attachments in one message's ``content`` (either API's parts), in order."""
-    if not isinstance(content, list):
-        return []
-    found = (_read(part) for part in content if isinstance(part, Mapping))
-    return [item for item in found if item is not None]
+    """The attachments in one message's ``content`` (a string, or either API's parts), in
+    order: the text documents written into its text among them."""
+    if isinstance(content, str):
+        return documents(content)
+    found: list[Received] = []
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") in _TEXT_PARTS:
+            text = part.get("text")
+            found += documents(text) if isinstance(text, str) else []
+        elif (item := _read(part)) is not None:
+            found.append(item)
+    return found
+
+
+def documents(text: str) -> list[Received]:
+    """The text documents written into ``text``, each with its name, type and size."""
+    found = []
+    for header, _, start, end in _document_spans(text):
+        attributes = {k: html.unescape(v) for k, v in _ATTRIBUTE.findall(header)}
+        size = len(text[start:end].encode())
+        name, mime = _name(attributes.get("name")), attributes.get("type") or None
+        found.append(Received("a text document", name, mime, size))
+    return found
+
+
+def without_documents(text: str) -> str:
+    """``text`` with its text documents taken out: what the user wrote around them."""
+    kept, at = [], 0
+    for _, opening, _, end in _document_spans(text):
+        kept.append(text[at:opening])
+        at = end + len(_CLOSING)
+    return " ".join([*kept, text[at:]]) if kept else text
+
+
+def _document_spans(text: str) -> list[tuple[str, int, int, int]]:
+    """Each document's (attributes, where its tag opens, where its text starts and ends): one
+    pass, each character looked at a bounded number of times, whatever the text holds."""
+    spans: list[tuple[str, int, int, int]] = []
+    at = text.find("<document")
+    while at >= 0:
+        opening = _OPENING.match(text, at, at + _TAG_LIMIT)
+        if opening is None:
+            at = text.find("<document", at + 1)
+            continue
+        start = opening.end()
+        end = text.find(_CLOSING, start)
+        if end < 0:
+            break  # no closing tag after here: no more documents
+        spans.append((opening.group(1), at, start, end))
+        at = text.find("<document", end + len(_CLOSING))
+    return spans
 
 
 def unknown_part(messages: Sequence[Any], types: Sequence[str]) -> tuple[str, str] | None:

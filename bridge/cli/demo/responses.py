@@ -225,15 +225,18 @@ def _shell(response_id: str, created: int, model: str, status: str) -> dict[str,
 
 
 def _content(content: Any) -> Any:
-    """A message's content for ``script.py``: its text, and beside it the parts that are not
-    text (``input_image``, ``input_file``, ``input_audio``), as they came."""
+    """A message's content for ``script.py``: its text alone, or, when it carries more
+    (``input_image``, ``input_file``, ``input_audio``), its parts in order, the text ones as
+    Chat Completions text parts."""
     if not isinstance(content, list):
         return content
-    others = [p for p in content if isinstance(p, Mapping) and p.get("type") not in _TEXT_PARTS]
-    if not others:
+    parts = [p for p in content if isinstance(p, Mapping)]
+    if all(p.get("type") in _TEXT_PARTS for p in parts):
         return _text(content)
-    texts = [p for p in content if isinstance(p, Mapping) and p.get("type") in _TEXT_PARTS]
-    return [{"type": "text", "text": _text(texts) if texts else ""}, *others]
+    return [
+        {"type": "text", "text": str(p.get("text", ""))} if p.get("type") in _TEXT_PARTS else p
+        for p in parts
+    ]
 
 
 def _text(content: Any) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
-from bridge.cli.demo.attachments import Received, received, say_received
+from bridge.cli.demo.attachments import Received, received, say_received, without_documents
 from bridge.cli.demo.state import UPDATE_STATE, Turn, state_turn
 
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
@@ -242,7 +242,8 @@ def _answer(user_text: str, digest: bytes) -> Script:
 def _answer_attachments(user_text: str, attached: Sequence[Received]) -> Script:
     """Says what arrived beside the text: each attachment's name, type and size."""
     count = f"{len(attached)} attachment{'s' if len(attached) != 1 else ''}"
-    said = f"with the words {_quote(user_text)}" if user_text.strip() else "and no text"
+    words = without_documents(user_text)
+    said = f"with the words {_quote(words)}" if words.strip() else "and no text"
     reasoning = (
         f"The user sent {count} {said}. I am a scripted model, so I cannot read them; "
         "I will say what arrived."
