@@ -151,7 +151,15 @@ class BridgeConfig:
     """Longest upstream SSE line accepted; a longer one is a protocol error, not a memory hog."""
 
     max_body_bytes: int = 16 * 1024 * 1024
-    """Largest request body accepted (HTTP 413 beyond); images arrive inline as base64."""
+    """Largest request body accepted (HTTP 413 beyond); attachments arrive inline as base64."""
+
+    max_attachment_bytes: int = 10 * 1024 * 1024
+    """Largest attachment (a content part's inline bytes, decoded) accepted (HTTP 413 beyond):
+    read from its base64's length, before anything is decoded."""
+
+    max_request_attachment_bytes: int = 12 * 1024 * 1024
+    """Most inline attachment bytes (decoded) in one request, every message's together (HTTP 413
+    beyond): a client sends earlier messages' attachments again with every run."""
 
     max_messages: int = 5000
     """Most messages accepted in one run's history (HTTP 413 beyond)."""
@@ -254,7 +262,8 @@ class BridgeConfig:
                 raise ValueError(f"{name} ({flag}) {problem}" if flag else f"{name} {problem}")
         if self.retries < 0:
             raise ValueError("retries cannot be negative")
-        if min(self.max_line_bytes, self.max_body_bytes, self.max_messages) < 1:
+        sizes = (self.max_line_bytes, self.max_body_bytes, self.max_messages)
+        if min(*sizes, self.max_attachment_bytes, self.max_request_attachment_bytes) < 1:
             raise ValueError("size limits must be at least 1")
         if self.max_concurrent_runs < 1:
             raise ValueError("max_concurrent_runs must be at least 1")

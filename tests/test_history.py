@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -28,6 +29,7 @@ from bridge.serve.run.history import (
     to_openai_messages,
     to_openai_tools,
 )
+from bridge.serve.run.parts import UnmappablePartError
 from helpers import FIXTURES
 
 
@@ -150,36 +152,29 @@ def test_user_parts_keep_their_order() -> None:
 
 
 @pytest.mark.parametrize(
-    ("part", "kind"),
+    ("part", "described"),
     [
         pytest.param(
-            {"type": "audio", "source": {"type": "data", "value": "AAAA", "mimeType": "audio/wav"}},
-            "audio",
-            id="audio",
-        ),
-        pytest.param(
-            {"type": "video", "source": {"type": "url", "value": "https://x.test/v.mp4"}},
-            "video",
-            id="video",
-        ),
-        pytest.param(
-            {"type": "document", "source": {"type": "url", "value": "https://x.test/d.pdf"}},
-            "document",
-            id="document",
+            {"type": "audio", "source": {"type": "url", "value": "https://x.test/a.wav"}},
+            "an audio part given by URL",
+            id="audio-url",
         ),
         pytest.param(
             {
-                "type": "image",
-                "source": {"type": "file", "value": "file-abc", "provider": "openai"},
+                "type": "document",
+                "source": {"type": "url", "value": "https://x.test/d.pdf"},
+                "metadata": {"filename": "d.pdf"},
             },
-            "file",
-            id="image-file-handle",
+            "a document part (d.pdf, application/pdf) given by URL",
+            id="document-url",
         ),
     ],
 )
-def test_unsupported_user_part_raises_value_error(part: dict[str, Any], kind: str) -> None:
+def test_a_part_chat_completions_cannot_take_raises_naming_it(
+    part: dict[str, Any], described: str
+) -> None:
     messages = msgs({"id": "u", "role": "user", "content": [{"type": "text", "text": "x"}, part]})
-    with pytest.raises(ValueError, match=f"'{kind}' is not supported"):
+    with pytest.raises(UnmappablePartError, match=re.escape(f"content.1: {described} cannot go")):
         to_openai_messages(messages)
 
 
@@ -203,7 +198,7 @@ def test_legacy_binary_part_raises_value_error() -> None:
     """1.0 validation rejects ``{"type": "binary"}``; one built unvalidated still fails cleanly."""
     binary = BinaryInputContent(mime_type="image/png", url="https://x.test/a.png")
     message = UserMessage.model_construct(id="u", role="user", content=[binary])
-    with pytest.raises(ValueError, match="'binary' is not supported"):
+    with pytest.raises(ValueError, match="'binary' has no place upstream"):
         to_openai_messages([message])
 
 

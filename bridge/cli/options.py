@@ -308,6 +308,18 @@ _LIMIT_FLAGS: list[tuple[str, type, float, str]] = [
     ),
     ("--max-body-bytes", int, 16 * 1024 * 1024, "largest request body accepted, else HTTP 413"),
     ("--max-messages", int, 5000, "most messages in one run's history, else HTTP 413"),
+    (
+        "--max-attachment-bytes",
+        int,
+        10 * 1024 * 1024,
+        "largest attachment (inline bytes, decoded) a message may carry, else HTTP 413",
+    ),
+    (
+        "--max-request-attachment-bytes",
+        int,
+        12 * 1024 * 1024,
+        "most attachment bytes in one request, every message's together, else HTTP 413",
+    ),
     ("--max-line-bytes", int, 4 * 1024 * 1024, "longest upstream SSE line accepted"),
     ("--max-concurrent-runs", int, 512, "runs served at once; more get HTTP 503 + Retry-After"),
     (

@@ -59,6 +59,8 @@ def config_from_args(
         keepalive_interval=args.keepalive_interval,
         max_body_bytes=args.max_body_bytes,
         max_messages=args.max_messages,
+        max_attachment_bytes=args.max_attachment_bytes,
+        max_request_attachment_bytes=args.max_request_attachment_bytes,
         max_line_bytes=args.max_line_bytes,
         max_concurrent_runs=args.max_concurrent_runs,
         cors_origins=tuple(args.cors_origin),

@@ -27,6 +27,7 @@ from starlette.requests import Request
 
 from bridge.config import BridgeConfig
 from bridge.core.errors import InvalidRunInputError
+from bridge.serve.http.content_parts import decoded_parts, read_parts
 
 #: The deepest nesting of arrays and objects a body may have. A real RunAgentInput nests about
 #: eight deep (a message's content parts, a tool's JSON Schema); state and forwardedProps are the
@@ -75,24 +76,27 @@ async def read_run_input(request: Request, config: BridgeConfig) -> RunAgentInpu
         if len(raw) > limit:
             raise too_large
     if len(raw) > OFF_LOOP_BYTES:
-        return await anyio.to_thread.run_sync(run_input_of, raw, config.max_messages)
-    return run_input_of(raw, config.max_messages)
+        return await anyio.to_thread.run_sync(run_input_of, raw, config)
+    return run_input_of(raw, config)
 
 
-def run_input_of(raw: bytes | bytearray, max_messages: int) -> RunAgentInput:
-    """A body's ``RunAgentInput``: parsed and checked (``parse_body``), its messages counted
-    and its ids measured before anything is validated, then validated a piece at a time
-    (``validate_run_input``). ``InvalidRunInputError`` for what is wrong, naming it."""
+def run_input_of(raw: bytes | bytearray, config: BridgeConfig) -> RunAgentInput:
+    """A body's ``RunAgentInput``: parsed and checked (``parse_body``), its messages counted,
+    its ids measured, its content parts read as 1.0 parts and its attachments' sizes held to
+    their limits before anything is validated (``content_parts.read_parts``), then validated a
+    piece at a time (``validate_run_input``), then its attachments decoded
+    (``content_parts.decoded_parts``). ``InvalidRunInputError`` for what is wrong, naming it."""
     data = parse_body(raw)
     messages = data.get("messages") if isinstance(data, dict) else None
-    if isinstance(messages, list) and len(messages) > max_messages:
+    if isinstance(messages, list) and len(messages) > config.max_messages:
         raise InvalidRunInputError(
-            f"too many messages: {len(messages)} (at most {max_messages})",
+            f"too many messages: {len(messages)} (at most {config.max_messages})",
             status=413,
             code="too_many_messages",
         )
     check_ids(data)
-    return validate_run_input(data)
+    read_parts(data, config)
+    return decoded_parts(validate_run_input(data))
 
 
 def parse_body(raw: bytes | bytearray) -> Any:

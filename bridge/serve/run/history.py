@@ -13,7 +13,7 @@ produced them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
 from ag_ui.core import (
@@ -21,19 +21,17 @@ from ag_ui.core import (
     AssistantMessage,
     ContentPart,
     Context,
-    DataSource,
     DeveloperMessage,
-    ImagePart,
     Message,
     ReasoningMessage,
     SystemMessage,
     TextPart,
     Tool,
     ToolMessage,
-    UrlSource,
     UserMessage,
 )
 
+from bridge.serve.run.parts import UnmappablePartError, chat_part
 from bridge.serve.tools.results import tool_result_text
 
 ReasoningHistory = Literal["field", "tags", "drop"]
@@ -43,6 +41,9 @@ as ``<think>…</think>`` before its content, or not at all. (``auto`` is resolv
 ReasoningScope = Literal["current-turn", "all", "last"]
 """Which assistant messages get their reasoning back: those after the last user message (the
 tool loop in progress), every one, or only the last assistant message of the conversation."""
+
+PartMapping = Callable[[ContentPart], dict[str, Any]]
+"""One AG-UI content part → the upstream API's (``bridge.serve.run.parts``)."""
 
 _SYSTEM_ROLES = ("system", "developer")
 
@@ -57,14 +58,17 @@ def to_openai_messages(
     state: Any = None,
     state_note: str | None = None,
     encrypted_reasoning: bool = False,
+    part_of: PartMapping = chat_part,
 ) -> list[dict[str, Any]]:
     """Convert an AG-UI conversation into Chat Completions ``messages``.
 
     ``context`` and ``state`` (when not ``None``), or ``state_note`` (the state as the model
     may edit it, written already), become system messages placed after the leading
     system/developer messages. Activity messages are UI-only and skipped.
-    Raises ``ValueError`` for content the Chat Completions API cannot carry (audio, video,
-    documents, provider file handles) and for an unknown ``reasoning`` or ``scope``.
+    A user message's content parts become what ``part_of`` makes of each (Chat Completions
+    parts; the Responses request passes ``responses_part``). Raises ``UnmappablePartError`` (a
+    ``ValueError``) for a part the API has no place for, naming where it is, and ``ValueError``
+    for an unknown ``reasoning`` or ``scope``.
     """
     if reasoning not in get_args(ReasoningHistory):
         raise ValueError(
@@ -115,7 +119,8 @@ def to_openai_messages(
             # Reasoning with no assistant message after it before the next user message
             # (a turn cut short) belongs to nothing.
             pending, details, signed = [], [], False
-            out.append({"role": "user", "content": _user_content(message.content)})
+            content = _user_content(message.content, part_of, index)
+            out.append({"role": "user", "content": content})
         elif isinstance(message, ToolMessage):
             out.append(_tool(message))
         elif isinstance(message, (SystemMessage, DeveloperMessage)):
@@ -235,34 +240,18 @@ def _join_assistant(into: dict[str, Any], later: dict[str, Any], field: str) -> 
             into[key] = [*into.get(key, []), *later[key]]
 
 
-def _user_content(content: str | Sequence[ContentPart]) -> str | list[dict[str, Any]]:
+def _user_content(
+    content: str | Sequence[ContentPart], part_of: PartMapping, index: int
+) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    return [_user_part(part) for part in content]
-
-
-def _user_part(part: ContentPart) -> dict[str, Any]:
-    if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text}
-    if isinstance(part, ImagePart):
-        return {"type": "image_url", "image_url": {"url": _image_url(part)}}
-    raise ValueError(
-        f"user message content part of type {_part_type(part)!r} is not supported: "
-        "Chat Completions accepts text and image parts only"
-    )
-
-
-def _image_url(part: ImagePart) -> str:
-    source = part.source
-    if isinstance(source, UrlSource):
-        return source.value
-    if isinstance(source, DataSource):
-        return f"data:{source.mime_type};base64,{source.value}"
-    # A FileSource names bytes already held by one provider; image_url cannot refer to it.
-    raise ValueError(
-        f"image source of type {getattr(source, 'type', None)!r} is not supported: "
-        "send the image inline (data) or by URL"
-    )
+    out = []
+    for number, part in enumerate(content):
+        try:
+            out.append(part_of(part))
+        except UnmappablePartError as exc:
+            raise UnmappablePartError(f"messages.{index}.content.{number}: {exc}") from None
+    return out
 
 
 def _tool(message: ToolMessage) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.run.forwarded import FORWARDED_PARAMS, forwarded_params
 from bridge.serve.run.history import ReasoningScope, to_openai_messages, to_openai_tools
+from bridge.serve.run.parts import chat_part, responses_part
 from bridge.serve.tools.state import shares_state, state_prompt
 
 
@@ -54,7 +55,7 @@ def build_responses_request(
     configured."""
     forwarded = forwarded_params(run_input)
     model = _model(forwarded, config, upstream_models)
-    items = to_responses_input(_messages(run_input, config, scope, encrypted_reasoning=True))
+    items = to_responses_input(_messages(run_input, config, scope, responses=True))
     reasoning: dict[str, Any] = {"summary": "auto"}
     if "reasoning_effort" in forwarded:
         reasoning["effort"] = forwarded["reasoning_effort"]
@@ -83,7 +84,8 @@ def build_responses_request(
 
 def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat Completions messages (and the reasoning entries ``to_openai_messages`` leaves with
-    ``encrypted_reasoning=True``) → Responses API input items."""
+    ``encrypted_reasoning=True``, its user parts made by ``responses_part``) → Responses API
+    input items."""
     items: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
@@ -118,9 +120,7 @@ def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
                         "arguments": function["arguments"],
                     }
                 )
-        elif role == "user" and isinstance(message["content"], list):
-            items.append({"role": "user", "content": [_input_part(p) for p in message["content"]]})
-        else:  # system, developer, user with text
+        else:  # system, developer, user (its parts are the Responses API's already)
             items.append({"role": role, "content": message["content"]})
     return items
 
@@ -159,8 +159,11 @@ def _messages(
     config: BridgeConfig,
     scope: ReasoningScope | None,
     *,
-    encrypted_reasoning: bool = False,
+    responses: bool = False,
 ) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages; with ``responses``, as the Responses
+    request reads them (``to_responses_input``): reasoning as encrypted items, the user's parts
+    as the Responses API's."""
     if scope is None:
         scope = configured_scope(config)
     # A run whose state the model may edit is shown it with the tool to edit it.
@@ -170,7 +173,7 @@ def _messages(
             run_input.messages,
             # Responses: reasoning goes back as encrypted items, never inside messages.
             reasoning="drop"
-            if encrypted_reasoning
+            if responses
             else "field"
             if config.reasoning_history == "auto"
             else config.reasoning_history,
@@ -180,13 +183,8 @@ def _messages(
             if config.include_state and run_input.state and not shared
             else None,
             state_note=state_prompt(run_input.state, config.state_schema) if shared else None,
-            encrypted_reasoning=encrypted_reasoning,
+            encrypted_reasoning=responses,
+            part_of=responses_part if responses else chat_part,
         )
     except ValueError as exc:
         raise InvalidRunInputError(str(exc)) from exc
-
-
-def _input_part(part: dict[str, Any]) -> dict[str, Any]:
-    if part["type"] == "image_url":
-        return {"type": "input_image", "image_url": part["image_url"]["url"]}
-    return {"type": "input_text", "text": part["text"]}
