@@ -265,3 +265,56 @@ def test_an_image_part_reaches_the_model_and_is_named(stack: Stack, protocol: st
     assert "I received an image (image/png, 3 KB)." in _answer(frames)
     sent = stack.upstream_requests[-1]["messages"][-1]["content"]
     assert sent[1] == {"type": "image_url", "image_url": {"url": data_url("image/png", PNG)}}
+
+
+def _part(kind: str, mime: str, data: bytes, name: str) -> dict[str, Any]:
+    """An AG-UI 1.0 part as CopilotKit 1.74 and the demo page build it."""
+    source = {"type": "data", "value": b64(data), "mimeType": mime}
+    return {"type": kind, "source": source, "metadata": {"filename": name}}
+
+
+NOTES_TXT = b"Buy milk.\nCall Alice, then Bob.\n"
+
+
+@pytest.mark.parametrize("protocol", ["1.0", None], ids=["client-1.0", "client-0.0.x"])
+def test_every_kind_a_frontend_attaches_reaches_the_model_named(
+    stack: Stack, protocol: str | None
+) -> None:
+    """Point 6 ("Done when": an image, a PDF, a text file or an audio clip reaches the model in
+    the form its server takes): through the bridge, each part the frontends send goes upstream as
+    ``image_url``, ``file``, text under its name and ``input_audio``, and the model names each."""
+    parts = [
+        {"type": "text", "text": "What did I send?"},
+        _part("image", "image/png", PNG, "cat.png"),
+        _part("document", "application/pdf", PDF, "report.pdf"),
+        _part("document", "text/plain", NOTES_TXT, "notes.txt"),
+        _part("audio", "audio/wav", WAV, "hello.wav"),
+    ]
+    message = {"id": "u", "role": "user", "content": parts}
+    frames = post(f"{stack.bridge_url}/", run_input([message], protocolVersion=protocol))
+    assert _answer(frames).startswith(
+        "I received an image (image/png, 3 KB), report.pdf (application/pdf, 117 KB), "
+        "notes.txt (text/plain, 32 B) and an audio clip (audio/wav, 39 KB)."
+    )
+    _, image, pdf, notes, audio = stack.upstream_requests[-1]["messages"][-1]["content"]
+    assert image == {"type": "image_url", "image_url": {"url": data_url("image/png", PNG)}}
+    assert pdf == {
+        "type": "file",
+        "file": {"filename": "report.pdf", "file_data": data_url("application/pdf", PDF)},
+    }
+    assert notes["type"] == "text" and notes["text"].startswith('<document name="notes.txt"')
+    assert audio == {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "wav"}}
+
+
+def test_a_legacy_binary_part_reaches_the_model_named(stack: Stack) -> None:
+    """Point 6, the 0.0.x ``binary`` part (``mimeType``, ``data``, ``filename``): a PDF the
+    model names as it names the 1.0 document part."""
+    binary = {
+        "type": "binary",
+        "mimeType": "application/pdf",
+        "data": b64(PDF),
+        "filename": "old.pdf",
+    }
+    message = {"id": "u", "role": "user", "content": [binary]}
+    frames = post(f"{stack.bridge_url}/", run_input([message], protocolVersion=None))
+    assert _answer(frames).startswith("I received old.pdf (application/pdf, 117 KB).")
