@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import subprocess
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -24,10 +25,12 @@ import pytest
 from agui_rules import check_frames, parse_body
 from bridge.serve.http import content_parts
 from bridge.serve.run import parts
+from node_tools import NODE_DIR, npm_install, require_node
 from peers_inputs import Gate, posted_while_gated
 from peers_parts import (
     CHAT,
     FILES,
+    QUESTION,
     RESPONSES,
     body,
     cases,
@@ -301,3 +304,52 @@ def test_a_text_document_goes_upstream_once_read(stacks: dict[str, Stack]) -> No
     [sent] = stacks["chat"].upstream_requests
     assert sent["messages"][0]["content"][1] == {"type": "text", "text": document_text(text)}
     assert json.dumps(sent).count(text.base64) == 0
+
+
+# -- Point 6: the official clients send them --------------------------------------------------
+#: (the client line, how its parts are shaped): 0.0.59 (CopilotKit 1.74's) also sends ``binary``.
+OFFICIAL = [("1.0.0", "1.0"), ("0.0.59", "0.0.59"), ("0.0.59", "binary")]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize(("client", "line"), OFFICIAL)
+def test_the_official_clients_send_every_attachment(
+    stacks: dict[str, Stack], client: str, line: str, api: str
+) -> None:
+    """Issue 41, point 6: ``@ag-ui/client`` 1.0.0 and 0.0.59 send attachments as a frontend
+    does (``agent.addMessage`` with content parts, then ``runAgent``): the run finishes, the
+    client complains of nothing, and the upstream receives every part as its API takes it."""
+    node = require_node("the official AG-UI clients send the attachments")
+    npm_install(
+        NODE_DIR,
+        NODE_DIR / "node_modules" / f"ag-ui-client-{client}" / "package.json",
+        "the official AG-UI client",
+    )
+    sent = [("image", "data"), ("image", "url"), ("audio", "data"), ("pdf", "data")]
+    sent += [("text", "data"), ("video", "data" if api == "chat" else "url")]
+    if line != "0.0.59":
+        sent.append(("pdf", "file"))
+    table = CHAT if api == "chat" else RESPONSES
+    mappable = [(key, source) for key, source in sent if not isinstance(table[key, source], str)]
+    content = [{"type": "text", "text": QUESTION}]
+    content += [part(FILES[key], source, line) for key, source in mappable]
+    stack = stacks[api]
+    stack.upstream_requests.clear()
+    spec = {"client": client, "url": f"{stack.bridge_url}/", "content": content}
+    done = subprocess.run(
+        [node, "attachments.mjs"],
+        cwd=NODE_DIR,
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["logged"] == [] and not report["failed"] and report["rejected"] is None
+    assert report["events"][0] == "RUN_STARTED" and report["events"][-1] == "RUN_FINISHED"
+    assert report["user"]["content"] == content
+    taken = [table[key, source] for key, source in mappable]
+    assert len(taken) >= 5
+    assert stack.upstream_requests == [upstream_body(api, [question(api), *taken])]
