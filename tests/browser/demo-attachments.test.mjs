@@ -2,8 +2,11 @@
 // `agui-bridge demo`: files picked with the paperclip become chips, then AG-UI 1.0 parts of the
 // user message (as CopilotKit 1.74 sends them), and the scripted model says what it received.
 //
-// Driven by tests/test_browser.py, which starts the server and sets:
+// Driven by tests/test_browser.py, which starts the servers and sets:
 //   DEMO_URL       `agui-bridge demo` with a fast pace
+//   SMALL_URL      the same with `--max-attachment-bytes SMALL_LIMIT`: the bridge refuses a
+//                  file the page takes, and the person reads why
+//   SMALL_LIMIT    that limit, in bytes (between the test image's size and the PDF's)
 //
 // Every page must run without a console error, warning or uncaught exception.
 
@@ -13,8 +16,14 @@ import { after, before, test } from "node:test";
 import { AUDIO, base64, humanSize, IMAGE, PDF, TEXT } from "./attachments.mjs";
 import { launchChromium } from "./chromium.mjs";
 
-const DEMO_URL = process.env.DEMO_URL;
-if (!DEMO_URL) throw new Error("set DEMO_URL (see the comment at the top of this file)");
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`set ${name} (see the comment at the top of this file)`);
+  return value;
+};
+const DEMO_URL = env("DEMO_URL");
+const SMALL_URL = env("SMALL_URL");
+const SMALL_LIMIT = Number(env("SMALL_LIMIT"));
 
 const PROMPT = "What did I send?";
 const MB = 1024 * 1024;
@@ -28,7 +37,7 @@ after(async () => {
 });
 
 /** A fresh page whose console problems and agent POSTs (their bodies) are collected. */
-async function openPage() {
+async function openPage(url = DEMO_URL) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const page = await context.newPage();
   const problems = [];
@@ -44,7 +53,7 @@ async function openPage() {
       posted.push(request.postDataJSON());
     }
   });
-  await page.goto(DEMO_URL);
+  await page.goto(url);
   await page.waitForFunction(() => document.querySelector("[data-testid=model-picker]").value);
   return { page, problems, posted, close: () => context.close() };
 }
@@ -202,6 +211,38 @@ test("an image, a PDF, a text file and audio: limits said, chips, parts, all nam
     );
     assert.equal(await page.locator("[data-testid=user-message] .bubble").innerText(), PROMPT);
     assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
+test("a file the bridge refuses: the banner says which and why, and the chat goes on", async () => {
+  assert.ok(IMAGE.buffer.length <= SMALL_LIMIT && PDF.buffer.length > SMALL_LIMIT);
+  const { page, problems, close } = await openPage(SMALL_URL);
+  try {
+    await attach(page, [PDF]);
+    await waitForChips(page, 1);
+    await page.getByTestId("prompt").fill(PROMPT);
+    await page.getByTestId("prompt").press("Enter");
+    const banner = page.getByTestId("error-banner");
+    await banner.waitFor();
+    assert.equal(await page.getByTestId("error-code").innerText(), "attachment_too_large");
+    const message = await page.getByTestId("error-message").innerText();
+    assert.ok(
+      message.includes("report.pdf") &&
+        message.includes(`larger than ${SMALL_LIMIT}`) &&
+        message.includes("--max-attachment-bytes"),
+      message,
+    );
+    assert.equal(await page.getByTestId("turn-note").last().innerText(), "The run failed.");
+
+    // The refused message stays in the history: a new chat, then a file the bridge takes.
+    await page.getByTestId("new-chat").click();
+    await attach(page, [IMAGE]);
+    await waitForChips(page, 1);
+    await page.getByTestId("send-button").click();
+    assert.ok((await answer(page)).startsWith(`I received ${said(IMAGE, "an image")}.`));
+    assert.deepEqual(problems.filter((line) => !line.includes("413")), []);
   } finally {
     await close();
   }
