@@ -218,7 +218,7 @@ test("an image, a PDF, a text file and audio: limits said, chips, parts, all nam
 
 test("a file the bridge refuses: the banner says which and why, and the chat goes on", async () => {
   assert.ok(IMAGE.buffer.length <= SMALL_LIMIT && PDF.buffer.length > SMALL_LIMIT);
-  const { page, problems, close } = await openPage(SMALL_URL);
+  const { page, problems, posted, close } = await openPage(SMALL_URL);
   try {
     await attach(page, [PDF]);
     await waitForChips(page, 1);
@@ -234,15 +234,24 @@ test("a file the bridge refuses: the banner says which and why, and the chat goe
         message.includes("--max-attachment-bytes"),
       message,
     );
-    assert.equal(await page.getByTestId("turn-note").last().innerText(), "The run failed.");
+    assert.deepEqual(await page.getByTestId("turn-note").allInnerTexts(), [
+      "The run failed.",
+      "Not kept in the conversation: the next message is sent without it.",
+    ]);
 
-    // The refused message stays in the history: a new chat, then a file the bridge takes.
-    await page.getByTestId("new-chat").click();
+    // The next message goes without the refused one: a file the bridge takes.
     await attach(page, [IMAGE]);
     await waitForChips(page, 1);
     await page.getByTestId("send-button").click();
     assert.ok((await answer(page)).startsWith(`I received ${said(IMAGE, "an image")}.`));
-    assert.deepEqual(problems.filter((line) => !line.includes("413")), []);
+    const users = posted.at(-1).messages.filter((message) => message.role === "user");
+    assert.deepEqual(users.map((message) => message.content), [[part("image", IMAGE)]]);
+    // The browser and the client log the one refusal; nothing else went wrong.
+    assert.deepEqual(
+      problems.filter((line) => !line.includes("413")),
+      [],
+      JSON.stringify(problems, null, 1),
+    );
   } finally {
     await close();
   }

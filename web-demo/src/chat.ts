@@ -43,6 +43,8 @@ const MAX_TOOL_ROUNDS = 8;
 interface RunEnd {
   pending: string[];
   interrupts: Interrupt[];
+  /** The bridge refused the request (an HTTP 4xx): no run took place. */
+  refused?: boolean;
 }
 
 /** What the page around the conversation shows; main.ts implements it. */
@@ -116,12 +118,20 @@ export class Chat {
     const content = attachments.length
       ? [...(text ? [{ type: "text" as const, text }] : []), ...attachments.map(toPart)]
       : text;
-    this.agent.addMessage({ id: randomUUID(), role: "user", content });
+    const userMessageId = randomUUID();
+    this.agent.addMessage({ id: userMessageId, role: "user", content });
     try {
       let resume: ResumeEntry[] | undefined;
       for (let round = 0; ; round += 1) {
-        const { pending, interrupts } = await this.runOnce(turn, before, resume);
+        const { pending, interrupts, refused } = await this.runOnce(turn, before, resume);
         resume = undefined;
+        if (refused && round === 0) {
+          // Kept, it would go again with every later message and be refused again (a file
+          // over the bridge's limit, say): the conversation goes on without it.
+          this.forget(userMessageId);
+          turn.note("Not kept in the conversation: the next message is sent without it.", "error");
+          break;
+        }
         if ((pending.length === 0 && interrupts.length === 0) || this.stopRequested) break;
         if (round === MAX_TOOL_ROUNDS) {
           turn.note(`Stopped after ${MAX_TOOL_ROUNDS} rounds of tool calls.`, "stopped");
@@ -334,7 +344,7 @@ export class Chat {
         this.hooks.error(message, code);
         turn.note("The run failed.", "error");
       }
-      return { pending: [], interrupts: [] };
+      return { pending: [], interrupts: [], refused: isRefusal(error) };
     } finally {
       turn.waiting(false);
     }
@@ -414,6 +424,10 @@ export class Chat {
     if (changed) this.agent.setMessages(kept);
   }
 
+  private forget(messageId: string): void {
+    this.agent.setMessages(this.agent.messages.filter((message) => message.id !== messageId));
+  }
+
   private toolCalls(): ToolCall[] {
     return toolCallsOf(this.agent.messages);
   }
@@ -427,6 +441,14 @@ function toolCallsOf(messages: readonly Message[]): ToolCall[] {
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Whether the client threw for a request the bridge refused (HTTP 4xx, not 401/403/408/429:
+ * those would pass another time, unchanged). */
+function isRefusal(error: unknown): boolean {
+  const status = (error as { status?: unknown } | undefined)?.status;
+  if (typeof status !== "number") return false;
+  return status >= 400 && status < 500 && ![401, 403, 408, 429].includes(status);
 }
 
 /** A readable message and a machine code for an error the client threw. */
