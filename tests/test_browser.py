@@ -157,6 +157,36 @@ def test_demo_page_shows_an_mcp_app_in_chromium() -> None:
     assert (ARTIFACTS / MCP_APP_SCREENSHOT).stat().st_size > 10_000, "no screenshot"
 
 
+#: The bridge's --max-attachment-bytes in the attachments test's second demo: over the test
+#: image, under the test PDF (tests/browser/attachments.mjs).
+ATTACHMENT_LIMIT = 8 * 1024
+
+
+def test_demo_page_attachments_in_chromium() -> None:
+    """Issue 41, point 6: the paperclip attaches an image, a PDF, a text file and an audio clip
+    (``tests/browser/demo-attachments.test.mjs``): chips before sending and in the sent message,
+    the page's size limit said, the files sent as AG-UI 1.0 parts, and the scripted model's
+    answer names each as its server received it; a file the bridge refuses
+    (``--max-attachment-bytes``) shows the bridge's reason and code in the banner."""
+    node = require_node(WHY)
+    require_chromium()
+    _build_web_demo()
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    limit = str(ATTACHMENT_LIMIT)
+    with (
+        _bridge("attachments", "demo", "--pace", str(FAST_PACE)) as url,
+        _bridge("small-attachments", "demo", "--max-attachment-bytes", limit) as small,
+    ):
+        output = run(
+            [node, "--test", "--test-reporter=tap", "demo-attachments.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env={**os.environ, "DEMO_URL": url, "SMALL_URL": small, "SMALL_LIMIT": limit},
+            timeout=180,
+            what="the attachments browser test",
+        )
+    check_tap(output, "the attachments browser test", 3)
+
+
 @contextmanager
 def _bridge(name: str, *args: str, auth_token: str | None = None) -> Iterator[str]:
     """``python -m bridge <args>`` on a free port until the block ends; yields its base URL.

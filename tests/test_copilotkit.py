@@ -27,6 +27,7 @@ model.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -265,6 +266,66 @@ def test_copilotkit_shows_an_mcp_app_and_its_clicks_reach_the_server() -> None:
     assert (ARTIFACTS / "copilotkit-mcp-app.png").stat().st_size > 10_000, "no screenshot"
     if os.environ.get("AGUI_UPDATE_SCREENSHOT") == "1":
         shutil.copyfile(ARTIFACTS / "copilotkit-mcp-app.png", MCP_APP_SCREENSHOT)
+
+
+#: The model the attachments test asks (tests/browser/copilotkit-attachments.test.mjs).
+ATTACHMENTS_MODEL = "scripted-reasoning-content"
+
+
+def test_copilotkit_attachments_reach_the_upstream() -> None:
+    """Issue 41, point 6: in both wirings, an image, a PDF, a text file and an audio clip picked
+    in CopilotChat reach the upstream as ``image_url``, ``file`` (with its name), text (with
+    its name) and ``input_audio``; the browser test reads the scripted model's answer naming
+    each with the size it received."""
+    node = ready_for_chromium()
+    app_port = free_port()
+    app_origin = f"http://127.0.0.1:{app_port}"
+    with (
+        scripted_stack(cors_origins=(app_origin,)) as stack,
+        example_server(stack.bridge_url, app_port),
+    ):
+        env = {**os.environ, "APP_URL": f"{app_origin}/", "MODEL": ATTACHMENTS_MODEL}
+        output = run(
+            [node, "--test", "--test-reporter=tap", "copilotkit-attachments.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env=env,
+            timeout=180,
+            what="the CopilotKit attachments browser test",
+        )
+        requests = list(stack.upstream_requests)
+
+    check_tap(output, "the CopilotKit attachments test", len(WIRINGS))
+    for wiring in WIRINGS:
+        asked = [r for r in requests if _first_text(r) == f"What did I attach, from {wiring}?"]
+        assert len(asked) == 1, [_first_text(r) for r in requests]
+        [user] = [m for m in asked[0]["messages"] if m["role"] == "user"]
+        text, image, pdf, notes, audio = user["content"]
+        assert text == {"type": "text", "text": f"What did I attach, from {wiring}?"}
+        assert image["type"] == "image_url"
+        assert _data(image["image_url"]["url"], "image/png").startswith(b"\x89PNG")
+        assert pdf["type"] == "file"
+        assert pdf["file"]["filename"] == "report.pdf"
+        assert _data(pdf["file"]["file_data"], "application/pdf").startswith(b"%PDF-1.4")
+        assert notes["type"] == "text"
+        assert "notes.txt" in notes["text"] and "Call Alice about the demo." in notes["text"]
+        assert audio["type"] == "input_audio"
+        assert audio["input_audio"]["format"] == "wav"
+        assert base64.b64decode(audio["input_audio"]["data"], validate=True).startswith(b"RIFF")
+
+
+def _first_text(request: dict[str, Any]) -> str:
+    """The first user message's text: the string, or its first text part."""
+    content = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    if isinstance(content, str):
+        return content
+    return next((p["text"] for p in content if p.get("type") == "text"), "")
+
+
+def _data(url: str, mime: str) -> bytes:
+    """The bytes of a base64 ``data:`` URL of type ``mime``."""
+    prefix = f"data:{mime};base64,"
+    assert url.startswith(prefix), url[:80]
+    return base64.b64decode(url[len(prefix) :], validate=True)
 
 
 def test_copilotkit_example_typechecks() -> None:

@@ -14,6 +14,7 @@ import {
   type ToolCall,
 } from "@ag-ui/client";
 
+import { toPart, type Attachment } from "./attachments";
 import {
   MCP_APPS_ACTIVITY,
   readActivity,
@@ -42,6 +43,8 @@ const MAX_TOOL_ROUNDS = 8;
 interface RunEnd {
   pending: string[];
   interrupts: Interrupt[];
+  /** The bridge refused the request (an HTTP 4xx): no run took place. */
+  refused?: boolean;
 }
 
 /** What the page around the conversation shows; main.ts implements it. */
@@ -80,9 +83,9 @@ export class Chat {
     return this.turn !== undefined;
   }
 
-  /** Sends the user's message and runs until the model has answered. */
-  send(text: string): Promise<void> {
-    this.turn ??= this.converse(text).finally(() => {
+  /** Sends the user's message (its text and attachments) and runs until the model has answered. */
+  send(text: string, attachments: readonly Attachment[] = []): Promise<void> {
+    this.turn ??= this.converse(text, attachments).finally(() => {
       this.turn = undefined;
       this.hooks.running(false);
     });
@@ -104,18 +107,31 @@ export class Chat {
     this.agent = this.newAgent();
   }
 
-  private async converse(text: string): Promise<void> {
+  private async converse(text: string, attachments: readonly Attachment[]): Promise<void> {
     this.stopRequested = false;
     this.hooks.running(true);
-    const turn = this.view.startTurn(text);
+    const turn = this.view.startTurn(text, attachments);
     // The state's cards show in the turn that changed them, compared with the state sent now.
     const before = readState(this.agent.state);
-    this.agent.addMessage({ id: randomUUID(), role: "user", content: text });
+    // With attachments, the content is parts (the text first, when there is some), as
+    // CopilotKit's chat sends it; without, the text alone.
+    const content = attachments.length
+      ? [...(text ? [{ type: "text" as const, text }] : []), ...attachments.map(toPart)]
+      : text;
+    const userMessageId = randomUUID();
+    this.agent.addMessage({ id: userMessageId, role: "user", content });
     try {
       let resume: ResumeEntry[] | undefined;
       for (let round = 0; ; round += 1) {
-        const { pending, interrupts } = await this.runOnce(turn, before, resume);
+        const { pending, interrupts, refused } = await this.runOnce(turn, before, resume);
         resume = undefined;
+        if (refused && round === 0) {
+          // Kept, it would go again with every later message and be refused again (a file
+          // over the bridge's limit, say): the conversation goes on without it.
+          this.forget(userMessageId);
+          turn.note("Not kept in the conversation: the next message is sent without it.", "error");
+          break;
+        }
         if ((pending.length === 0 && interrupts.length === 0) || this.stopRequested) break;
         if (round === MAX_TOOL_ROUNDS) {
           turn.note(`Stopped after ${MAX_TOOL_ROUNDS} rounds of tool calls.`, "stopped");
@@ -328,7 +344,7 @@ export class Chat {
         this.hooks.error(message, code);
         turn.note("The run failed.", "error");
       }
-      return { pending: [], interrupts: [] };
+      return { pending: [], interrupts: [], refused: isRefusal(error) };
     } finally {
       turn.waiting(false);
     }
@@ -408,6 +424,10 @@ export class Chat {
     if (changed) this.agent.setMessages(kept);
   }
 
+  private forget(messageId: string): void {
+    this.agent.setMessages(this.agent.messages.filter((message) => message.id !== messageId));
+  }
+
   private toolCalls(): ToolCall[] {
     return toolCallsOf(this.agent.messages);
   }
@@ -421,6 +441,14 @@ function toolCallsOf(messages: readonly Message[]): ToolCall[] {
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Whether the client threw for a request the bridge refused (HTTP 4xx, not 401/403/408/429:
+ * those would pass another time, unchanged). */
+function isRefusal(error: unknown): boolean {
+  const status = (error as { status?: unknown } | undefined)?.status;
+  if (typeof status !== "number") return false;
+  return status >= 400 && status < 500 && ![401, 403, 408, 429].includes(status);
 }
 
 /** A readable message and a machine code for an error the client threw. */

@@ -3,6 +3,7 @@
 
 import type { TokenUsage } from "@ag-ui/client";
 
+import { ACCEPT, AttachmentTray, humanSize, MAX_FILE_BYTES } from "./attachments";
 import { Chat, describeHttpError } from "./chat";
 import { byId } from "./dom";
 import { EventInspector } from "./inspector";
@@ -41,10 +42,20 @@ const usageLine = byId("usage", HTMLElement);
 const announcer = byId("announcer", HTMLElement);
 const inspectorPanel = byId("inspector", HTMLElement);
 const inspectorToggle = byId("inspector-toggle", HTMLButtonElement);
+const attachButton = byId("attach", HTMLButtonElement);
+const attachInput = byId("attach-input", HTMLInputElement);
 
 const inspectorList = byId("inspector-list", HTMLOListElement);
 const inspector = new EventInspector(inspectorList, byId("inspector-count", HTMLElement));
 const view = new ConversationView(conversation, byId("empty-state", HTMLElement));
+
+const tray = new AttachmentTray(
+  byId("attachments", HTMLUListElement),
+  byId("attach-problem", HTMLElement),
+  (text) => {
+    announcer.textContent = text;
+  },
+);
 
 const chat = new Chat(AGENT_URL.href, AUTH_HEADERS, view, {
   model: () => modelPicker.value || undefined,
@@ -70,13 +81,22 @@ const chat = new Chat(AGENT_URL.href, AUTH_HEADERS, view, {
   },
 });
 
-function send(text: string): void {
+/** Set while a message's attachments are still being read: Enter again does not send twice. */
+let sending = false;
+
+async function send(text: string): Promise<void> {
   const message = text.trim();
-  if (!message || chat.running) return;
+  if ((!message && tray.empty) || chat.running || sending) return;
   hideError();
   prompt.value = "";
   fitPrompt();
-  void chat.send(message);
+  sending = true;
+  try {
+    const attachments = await tray.take();
+    void chat.send(message, attachments);
+  } finally {
+    sending = false;
+  }
 }
 
 function showError(message: string, code: string, title = "The run failed."): void {
@@ -142,13 +162,37 @@ async function loadModels(): Promise<void> {
 
 composer.addEventListener("submit", (event) => {
   event.preventDefault();
-  send(prompt.value);
+  void send(prompt.value);
 });
 prompt.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    send(prompt.value);
+    void send(prompt.value);
   }
+});
+attachInput.accept = ACCEPT;
+attachButton.title += ` (up to ${humanSize(MAX_FILE_BYTES)} each)`;
+attachButton.addEventListener("click", () => attachInput.click());
+attachInput.addEventListener("change", () => {
+  void tray.add(Array.from(attachInput.files ?? []));
+  attachInput.value = ""; // the same file may be picked again
+  prompt.focus();
+});
+// Files dropped on the composer or pasted into the message box are attached too.
+composer.addEventListener("dragover", (event) => {
+  if (event.dataTransfer?.types.includes("Files")) event.preventDefault();
+});
+composer.addEventListener("drop", (event) => {
+  const files = Array.from(event.dataTransfer?.files ?? []);
+  if (!files.length) return;
+  event.preventDefault();
+  void tray.add(files);
+});
+prompt.addEventListener("paste", (event) => {
+  const files = Array.from(event.clipboardData?.files ?? []);
+  if (!files.length) return;
+  event.preventDefault();
+  void tray.add(files);
 });
 prompt.addEventListener("input", fitPrompt);
 stopButton.addEventListener("click", () => chat.stop());
@@ -156,12 +200,13 @@ document.addEventListener("keydown", (event) => {
   if (event.key === "Escape" && chat.running) chat.stop();
 });
 for (const suggestion of document.querySelectorAll<HTMLButtonElement>(".suggestion")) {
-  suggestion.addEventListener("click", () => send(suggestion.dataset.prompt ?? ""));
+  suggestion.addEventListener("click", () => void send(suggestion.dataset.prompt ?? ""));
 }
 byId("banner-close", HTMLButtonElement).addEventListener("click", hideError);
 byId("new-chat", HTMLButtonElement).addEventListener("click", async () => {
   await chat.reset();
   view.clear();
+  tray.clear();
   inspector.clear();
   resetBackground();
   hideError();

@@ -2,6 +2,7 @@
 // answer text and tool cards in the order they arrive. No protocol here: chat.ts drives it.
 
 import { AppCard, type AppCardData } from "./app_card";
+import { chip, type Attachment } from "./attachments";
 import { h, page, seconds, stickToBottom } from "./dom";
 import { renderMarkdown } from "./markdown";
 import { StepsCard, TodoCard, type StateParts } from "./state_cards";
@@ -12,14 +13,15 @@ export class ConversationView {
     private readonly emptyState: HTMLElement,
   ) {}
 
-  /** Adds the user's message and an (empty) assistant turn that answers it. */
-  startTurn(userText: string): TurnView {
+  /** Adds the user's message (its attachments as chips) and an (empty) assistant turn. */
+  startTurn(userText: string, attachments: readonly Attachment[] = []): TurnView {
     this.emptyState.hidden = true;
-    const user = h(
-      "div",
-      { class: "msg msg-user", testid: "user-message" },
-      h("div", { class: "bubble", text: userText }),
-    );
+    const user = h("div", { class: "msg msg-user", testid: "user-message" });
+    if (attachments.length) {
+      const chips = attachments.map((attachment) => chip(attachment));
+      user.append(h("ul", { class: "chips sent", testid: "sent-attachments" }, ...chips));
+    }
+    if (userText) user.append(h("div", { class: "bubble", text: userText }));
     const body = h("div", { class: "assistant-body" });
     const assistant = h(
       "div",

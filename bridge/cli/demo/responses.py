@@ -19,6 +19,7 @@ from typing import Any
 from bridge.cli.demo.dialects import PLAIN, REASONING
 from bridge.cli.demo.script import Script, count_prompt_tokens, write_script
 
+_TEXT_PARTS = ("input_text", "output_text")
 _SENTENCE = re.compile(r"(?<=\.)\s+(?=[A-Z])")  # "…lightblue). The calls…" (not in quotes)
 
 
@@ -35,7 +36,7 @@ def chat_request(body: Mapping[str, Any]) -> dict[str, Any]:
             continue
         kind = item.get("type", "message")
         if kind == "message":
-            messages.append({"role": item.get("role"), "content": _text(item.get("content"))})
+            messages.append({"role": item.get("role"), "content": _content(item.get("content"))})
         elif kind == "function_call":
             call = {
                 "id": item.get("call_id"),
@@ -221,6 +222,21 @@ def _shell(response_id: str, created: int, model: str, status: str) -> dict[str,
         "output": [],
         "store": False,
     }
+
+
+def _content(content: Any) -> Any:
+    """A message's content for ``script.py``: its text alone, or, when it carries more
+    (``input_image``, ``input_file``, ``input_audio``), its parts in order, the text ones as
+    Chat Completions text parts."""
+    if not isinstance(content, list):
+        return content
+    parts = [p for p in content if isinstance(p, Mapping)]
+    if all(p.get("type") in _TEXT_PARTS for p in parts):
+        return _text(content)
+    return [
+        {"type": "text", "text": str(p.get("text", ""))} if p.get("type") in _TEXT_PARTS else p
+        for p in parts
+    ]
 
 
 def _text(content: Any) -> Any:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
+from bridge.cli.demo.attachments import Received, received, say_received, without_documents
 from bridge.cli.demo.state import UPDATE_STATE, Turn, state_turn
 
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
@@ -103,6 +104,9 @@ def write_script(request: Mapping[str, Any]) -> Script:
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     user_text = message_text(messages[last_user]) if last_user >= 0 else ""
     since_user = messages[last_user + 1 :]
+    attached = received(messages[last_user].get("content")) if last_user >= 0 else []
+    if attached and not since_user:
+        return _answer_attachments(user_text, attached)
     if any(t["name"] == UPDATE_STATE for t in tools):
         turn = state_turn(user_text, messages, since_user, message_text)
         if turn is not None:
@@ -231,6 +235,22 @@ def _answer(user_text: str, digest: bytes) -> Script:
         "- This reply is streamed token by token.\n"
         "- It is the same every time you ask.\n\n"
         "Ask about the weather or the time to see tool calls."
+    )
+    return Script(tokenize(reasoning), tokenize(answer))
+
+
+def _answer_attachments(user_text: str, attached: Sequence[Received]) -> Script:
+    """Says what arrived beside the text: each attachment's name, type and size."""
+    count = f"{len(attached)} attachment{'s' if len(attached) != 1 else ''}"
+    words = without_documents(user_text)
+    said = f"with the words {_quote(words)}" if words.strip() else "and no text"
+    reasoning = (
+        f"The user sent {count} {said}. I am a scripted model, so I cannot read them; "
+        "I will say what arrived."
+    )
+    answer = (
+        f"{_clean(say_received(attached))}\n\n"
+        "I am a scripted model: I can tell what arrived, not what it shows or says."
     )
     return Script(tokenize(reasoning), tokenize(answer))
 

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from bridge.cli.demo.attachments import CHAT_PART_TYPES, RESPONSES_PART_TYPES, unknown_part
 from bridge.cli.demo.dialects import (
     DEFAULT_SCRIPTED_MODEL,
     SCRIPTED_MODELS,
@@ -54,6 +55,9 @@ def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
         requests.append(body)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "Expected 'messages' to be an array")
+        refused = _unknown_part(body["messages"], "messages", CHAT_PART_TYPES)
+        if refused is not None:
+            return refused
         model = body.get("model") or DEFAULT_SCRIPTED_MODEL
         if model not in SCRIPTED_MODELS:
             return _error(404, f"model '{model}' not found", code="model_not_found")
@@ -93,6 +97,10 @@ def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
         requests.append(body)
         if not isinstance(body, dict) or not isinstance(body.get("input"), list | str):
             return _error(400, "Expected 'input' to be a string or an array of items")
+        if isinstance(body["input"], list):
+            refused = _unknown_part(body["input"], "input", RESPONSES_PART_TYPES)
+            if refused is not None:
+                return refused
         model = body.get("model") or DEFAULT_SCRIPTED_MODEL
         if model not in SCRIPTED_MODELS:
             return _error(404, f"model '{model}' not found", code="model_not_found")
@@ -164,8 +172,23 @@ async def _paced(frames: list[bytes], pace: float) -> AsyncIterator[bytes]:
         yield frame
 
 
-def _error(status: int, message: str, *, code: str | None = None) -> JSONResponse:
+def _unknown_part(items: list[Any], field: str, types: tuple[str, ...]) -> JSONResponse | None:
+    """A content part of a type the API does not define, refused as OpenAI refuses it."""
+    found = unknown_part(items, types)
+    if found is None:
+        return None
+    where, kind = found
+    *known, last = (f"'{name}'" for name in types)
+    message = f"Invalid value: {kind}. Supported values are: {', '.join(known)}, and {last}."
+    return _error(400, message, code="invalid_value", param=f"{field}{where}")
+
+
+def _error(
+    status: int, message: str, *, code: str | None = None, param: str | None = None
+) -> JSONResponse:
     error: dict[str, Any] = {"message": message, "type": "invalid_request_error"}
+    if param is not None:
+        error["param"] = param
     if code is not None:
         error["code"] = code
     return JSONResponse({"error": error}, status_code=status)

@@ -11,11 +11,16 @@
 // the run with an AG-UI interrupt; `useInterrupt` shows an approval card for it, and Approve /
 // Deny resumes the interrupted run.
 //
+// The chat takes attachments (its "+" menu, drop or paste): images, PDFs, text files and audio up
+// to 5 MB each, sent as AG-UI parts of the user message; a file it refuses is said under the
+// header.
+//
 // At `/state` (same query), the shared-state page instead: src/state_page.tsx.
 import "@copilotkit/react-core/v2/styles.css";
 import "./page.css";
 
 import {
+  type AttachmentsConfig,
   CopilotChat,
   CopilotKitProvider,
   type Interrupt,
@@ -347,8 +352,17 @@ function FrontendTools() {
   return null;
 }
 
+/** What the chat attaches, and how big (CopilotKit's default is 20 MB; the bridge takes a body of
+ * 16 MiB by default, `--max-body-bytes`, and base64 makes a file a third bigger). */
+const ATTACHMENTS = {
+  enabled: true,
+  accept: "image/*,application/pdf,text/*,.md,.csv,.json,audio/*",
+  maxSize: 5 * 1024 * 1024,
+} satisfies AttachmentsConfig;
+
 function App() {
   const [errors, setErrors] = useState<ReportedError[]>([]);
+  const [refused, setRefused] = useState<string[]>([]);
   return (
     <CopilotKitProvider
       {...WIRING_PROPS}
@@ -365,10 +379,19 @@ function App() {
       <div className="page">
         <Header title="agui-bridge × CopilotKit" />
         <ErrorBanners errors={errors} />
+        {refused.map((message, index) => (
+          <p className="attachment-problem" data-testid="attachment-problem" key={index}>
+            {message}
+          </p>
+        ))}
         <main className="chat">
           <CopilotChat
             labels={{
               chatInputPlaceholder: "Ask for the weather, the time, a background colour…",
+            }}
+            attachments={{
+              ...ATTACHMENTS,
+              onUploadFailed: ({ message }) => setRefused((seen) => [...seen, message]),
             }}
           />
         </main>
