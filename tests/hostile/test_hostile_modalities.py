@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +25,9 @@ from ag_ui.core import Message, UserMessage
 
 from agui_rules import check_frames, parse_body
 from bridge.cli.doctor import diagnose, render_table
+from bridge.cli.parser import build_parser
+from bridge.cli.replay import load_recording, serve_command
+from bridge.cli.settings import config_from_env, serve_config
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
 from bridge.serve.run.modalities import admitted, upstream_takes
@@ -371,3 +375,35 @@ def test_sizes_are_read_off_the_base64_and_other_sources_say_what_they_are() -> 
         "[an audio clip, by URL: this model cannot read it]",
         "[a video, video/mp4, a file its provider holds: this model cannot read it]",
     ]
+
+
+# --- the setting --------------------------------------------------------------------------------
+
+
+def test_the_flag_the_variable_and_the_config_take_error_or_note_only() -> None:
+    """``--unsupported-parts`` / ``AGUI_BRIDGE_UNSUPPORTED_PARTS`` / ``BridgeConfig``: ``error``
+    by default, ``note``; anything else stops the start naming it."""
+    parser = build_parser()
+    base = ["serve", "--upstream-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert serve_config(parser.parse_args(base), {}).unsupported_parts == "error"
+    args = parser.parse_args([*base, "--unsupported-parts", "note"])
+    assert serve_config(args, {}).unsupported_parts == "note"
+    environ = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "AGUI_BRIDGE_MODEL": "m"}
+    assert (
+        config_from_env({**environ, "AGUI_BRIDGE_UNSUPPORTED_PARTS": "note"}).unsupported_parts
+        == "note"
+    )
+    with pytest.raises(ValueError, match=r"AGUI_BRIDGE_UNSUPPORTED_PARTS.*'error', 'note'"):
+        config_from_env({**environ, "AGUI_BRIDGE_UNSUPPORTED_PARTS": "drop"})
+    with pytest.raises(ValueError, match="unsupported_parts must be error or note, not 'drop'"):
+        BridgeConfig(upstream_url="http://127.0.0.1:9/v1", model="m", unsupported_parts="drop")  # type: ignore[arg-type]
+
+
+def test_a_recording_names_the_setting_for_its_replay(tmp_path: Path) -> None:
+    config = {"unsupported_parts": "note", "record_dir": str(tmp_path)}
+    with bridge_before(config=config) as (_, url):
+        frames_of(url, asking(media("image", "image/png", PNG)))
+    recording = load_recording(tmp_path)
+    assert recording.configs[0]["unsupported_parts"] == "note"
+    command = serve_command(recording, "http://127.0.0.1:9/v1")
+    assert command[-2:] == ["--unsupported-parts", "note"]
