@@ -4,7 +4,8 @@
 ``takes``: the kinds it takes (``vision``, ``audio``, ``video``, as llama.cpp's ``/props``
 ``modalities`` names them). ``props``: what ``GET /props`` answers: ``modalities`` (llama.cpp's
 answer with ``takes``, as the live bed's build gives it), ``silent`` (a ``/props`` without
-``modalities``, as older builds' or another server's), ``none`` (HTTP 404: no ``/props``).
+``modalities``, as older builds' or another server's), ``raw`` (``raw_modalities`` as the
+value of ``modalities``, whatever it is), ``none`` (HTTP 404: no ``/props``).
 A chat request whose user messages hold a part it does not take is refused in the words and
 status of llama-server (``refusal="llama"``: an image as the live bed's llama-server refused one,
 ``tests/fixtures/llamacpp/deepseek_error_image_unsupported_stream``: HTTP 500 "image input is
@@ -44,7 +45,8 @@ REFUSAL = json.loads(RECORDED.with_suffix(".json").read_text())["error"]
 @dataclass
 class RefusingUpstream:
     takes: frozenset[str] = frozenset()
-    props: str = "modalities"  # modalities | silent | none
+    props: str = "modalities"  # modalities | silent | raw | none
+    raw_modalities: Any = None
     refusal: str = "llama"  # llama | openai
     call: str | None = None
     chats: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +70,8 @@ class RefusingUpstream:
         }
         if self.props == "modalities":
             answer["modalities"] = {key: key in self.takes for key in ("vision", "video", "audio")}
+        elif self.props == "raw":
+            answer["modalities"] = self.raw_modalities
         return JSONResponse(answer)
 
     async def _chat(self, request: Request) -> Response:

@@ -237,6 +237,24 @@ def test_a_hostile_file_name_stays_one_short_line_in_the_note_and_the_error() ->
 # --- what is read, and when -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "modalities",
+    [{"vision": "false"}, {"vision": None}, {"vision": 0}, {}, "vision", ["vision"], 7],
+    ids=["a-string", "null", "zero", "empty", "not-an-object", "a-list", "a-number"],
+)
+def test_a_props_that_does_not_say_false_plainly_leaves_the_part_to_the_server(
+    modalities: Any,
+) -> None:
+    """Issue 41, point 3: only llama.cpp's own ``false`` refuses a part. Whatever else a
+    ``/props`` says of ``modalities`` (another server's, a hostile one's) neither breaks the run
+    nor refuses the part: it goes as sent, and the server answers for itself."""
+    with bridge_before(takes=frozenset({"vision"}), props="raw") as (upstream, url):
+        upstream.raw_modalities = modalities
+        frames = frames_of(url, asking(media("image", "image/png", PNG)))
+        assert frames[-1]["type"] == "RUN_FINISHED", frames[-1]
+        assert user_content(upstream)[1]["type"] == "image_url"
+
+
 def test_props_is_read_for_a_run_with_attachments_only() -> None:
     """Issue 41, point 3: with an explicit ``--reasoning-scope`` a text-only run reads no
     ``/props`` (as before); a run with an attachment reads it once, and the cache serves the
@@ -346,6 +364,10 @@ def test_the_doctor_says_what_the_server_takes(
 # --- the policy itself (no I/O) ---------------------------------------------------------------
 
 
+#: llama.cpp's /props without an --mmproj.
+NONE = {"vision": False, "video": False, "audio": False}
+
+
 def _user(*parts: dict[str, Any]) -> list[Message]:
     return [UserMessage.model_validate(message) for message in asking(*parts)]
 
@@ -357,7 +379,7 @@ def test_a_text_document_is_never_refused(mime: str) -> None:
     """Every model reads a text document (it goes as text, with its name): not even a
     llama-server that takes nothing refuses it."""
     messages = _user(media("document", mime, base64.b64encode(b"a,b\n1,2\n").decode(), "t.csv"))
-    assert admitted(messages, upstream_takes({"modalities": {}}), "error") is messages
+    assert admitted(messages, upstream_takes({"modalities": NONE}), "error") is messages
 
 
 def test_sizes_are_read_off_the_base64_and_other_sources_say_what_they_are() -> None:
@@ -369,7 +391,7 @@ def test_sizes_are_read_off_the_base64_and_other_sources_say_what_they_are() -> 
         "type": "video",
         "source": {"type": "file", "value": "file-abc", "mimeType": "video/mp4"},
     }
-    out = admitted(_user(bogus, by_url, held), upstream_takes({"modalities": {}}), "note")
+    out = admitted(_user(bogus, by_url, held), upstream_takes({"modalities": NONE}), "note")
     assert [part.text for part in out[0].content[1:]] == [  # type: ignore[union-attr]
         "[an image, image/png, 3.0 MB: this model cannot read it]",
         "[an audio clip, by URL: this model cannot read it]",

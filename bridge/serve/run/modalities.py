@@ -2,7 +2,7 @@
 a policy over AG-UI messages, applied before they are mapped to the upstream's API. Pure, no I/O.
 
 Where the server says what it takes, it is acted on: llama.cpp's ``GET /props`` reports
-``modalities`` (``vision``, ``audio``, ``video``: true only with an ``--mmproj`` that gives
+``modalities`` (``vision``, ``audio``, ``video``: false without an ``--mmproj`` that gives
 it), and llama-server reads no file part (a PDF) at all (HTTP 400 "unsupported
 content[].type"). A server that says nothing (no ``/props``, or no ``modalities`` in it) is
 assumed to take what it is sent: its own refusal, if any, is the run's error, in its words
@@ -113,7 +113,9 @@ def upstream_takes(props: Mapping[str, Any] | None) -> UpstreamTakes | None:
     modalities = props.get("modalities") if props is not None else None
     if not isinstance(modalities, Mapping):
         return None
-    kinds = {kind for kind, key in _LLAMA_CPP_MODALITY.items() if modalities.get(key) is True}
+    # Only an explicit false refuses: a key it lacks or a value it cannot mean (not llama.cpp's
+    # booleans) leaves the part to the server, whose own refusal then speaks.
+    kinds = {kind for kind, key in _LLAMA_CPP_MODALITY.items() if modalities.get(key) is not False}
     return UpstreamTakes(frozenset(kinds))
 
 
