@@ -61,6 +61,14 @@ _NOUNS: dict[MediaKind, str] = {
     "document": "files",
 }
 
+#: How a part without a file name is named.
+_ARTICLES: dict[MediaKind, str] = {
+    "image": "an image",
+    "audio": "an audio clip",
+    "video": "a video",
+    "document": "a document",
+}
+
 #: Document types every model reads as text (the request sends them as text, with their name).
 _TEXT_TYPES = frozenset(
     {
@@ -79,7 +87,7 @@ _TEXT_TYPES = frozenset(
     }
 )
 
-#: The longest file name a note or an error repeats (a client may send any).
+#: The longest file name or type a note or an error repeats (a client may send any).
 _MAX_NAME_CHARS = 80
 
 
@@ -223,7 +231,8 @@ def _refusal(refused: Sequence[MediaPart], takes: UpstreamTakes) -> str:
     first = refused[0]
     name, *rest = _described(first)
     named = f"the {first.type} {name}" if _file_name(first) else name
-    more = f" and {len(refused) - 1} more part(s)" if len(refused) > 1 else ""
+    others = len(refused) - 1
+    more = f" and {others} more part{'s' if others > 1 else ''}" if others else ""
     return (
         f"this model cannot take {named} ({', '.join(rest)}){more}: "
         f"{takes.why_not(first.type)}; or serve the bridge with --unsupported-parts note to "
@@ -235,8 +244,8 @@ def _described(part: MediaPart) -> list[str]:
     """The part's file name (or its kind), type and size, as far as it tells them."""
     source = part.source
     described = [_file_name(part) or _ARTICLES[part.type]]
-    if source.mime_type:
-        described.append(source.mime_type[:_MAX_NAME_CHARS])
+    if source.mime_type and _one_line(source.mime_type):
+        described.append(_one_line(source.mime_type))
     if isinstance(source, DataSource):
         described.append(_size(source.value))
     elif isinstance(source, UrlSource):
@@ -246,25 +255,19 @@ def _described(part: MediaPart) -> list[str]:
     return described
 
 
-_ARTICLES: dict[MediaKind, str] = {
-    "image": "an image",
-    "audio": "an audio clip",
-    "video": "a video",
-    "document": "a document",
-}
-
-
 def _file_name(part: MediaPart) -> str | None:
-    """``metadata.filename`` (where CopilotKit and the 0.0.x ``binary`` part's upgrade put it),
-    on one line and cut short."""
+    """``metadata.filename``, where CopilotKit and the 0.0.x ``binary`` part's upgrade put it."""
     metadata = part.metadata
     name = metadata.get("filename") if isinstance(metadata, Mapping) else None
     if not isinstance(name, str):
         return None
-    name = " ".join("".join(c if c.isprintable() else " " for c in name[:1000]).split())
-    if len(name) > _MAX_NAME_CHARS:
-        name = name[: _MAX_NAME_CHARS - 1] + "…"
-    return name or None
+    return _one_line(name) or None
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, cut short (only its start is read)."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in text[:1000]).split())
+    return text if len(text) <= _MAX_NAME_CHARS else text[: _MAX_NAME_CHARS - 1] + "…"
 
 
 def _size(base64: str) -> str:
