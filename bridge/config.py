@@ -41,6 +41,7 @@ _DURATIONS: dict[str, tuple[str | None, bool]] = {
 
 ReasoningHistoryPolicy = Literal["auto", "field", "tags", "drop"]
 ReasoningScopePolicy = Literal["auto", "current-turn", "all", "last"]
+UnsupportedPartsPolicy = Literal["error", "note"]
 UpstreamApi = Literal["chat", "responses"]
 AguiProtocolSetting = Literal["auto", "1.0", "0.0"]
 UpstreamTransport = Literal["aiohttp", "httpx"]
@@ -92,6 +93,16 @@ class BridgeConfig:
     that drops it would throw it away anyway, so ``false`` is ``current-turn``, as is any
     server without ``/props``: there ``auto`` is exactly ``current-turn``. Read per model,
     cached for half a minute (``bridge.serve.run.props``)."""
+
+    unsupported_parts: UnsupportedPartsPolicy = "error"
+    """What becomes of a user's attachment (an image, audio, video or document part) the
+    upstream says it cannot take (llama.cpp's ``/props`` ``modalities``: ``vision: false``
+    without an ``--mmproj``): ``error`` ends the run with RUN_ERROR ``unsupported_part``, naming
+    the part, its file name, type and size, and what would take it; ``note`` sends the model a
+    short note in its place (``[report.pdf, application/pdf, 120 KB: this model cannot read
+    it]``), so the chat goes on. Parts of earlier user messages are noted either way
+    (``bridge.serve.run.modalities``). A server that does not say what it takes is sent every
+    part, and its own refusal is the run's error."""
 
     include_state: bool = False
     """Send the run's ``state`` to the model as a system message."""
@@ -270,6 +281,10 @@ class BridgeConfig:
         if self.reasoning_history not in ("auto", "field", "tags", "drop"):
             raise ValueError(
                 f"reasoning_history must be auto, field, tags or drop: {self.reasoning_history!r}"
+            )
+        if self.unsupported_parts not in ("error", "note"):
+            raise ValueError(
+                f"unsupported_parts must be error or note, not {self.unsupported_parts!r}"
             )
         if self.upstream_transport not in ("aiohttp", "httpx"):
             raise ValueError(

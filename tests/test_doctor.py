@@ -172,6 +172,8 @@ def _llama_cpp(folder: Path, flavour: str, chats: list[str]) -> dict[str, Any]:
     # Its /props says supports_preserve_reasoning: false: auto sends the turn in progress.
     assert report["reasoning_scope"] == "current-turn"
     assert report["reasoning_scope_reason"].endswith("the template drops earlier reasoning")
+    # Started without --mmproj, its /props says modalities all false: no attachment is taken.
+    assert report["attachments"] == dict.fromkeys(("image", "audio", "video", "document"), False)
     assert report["bridge_view"]["tools"]["tool_calls"] == ["get_time", "get_weather"]
     return report
 

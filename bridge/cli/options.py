@@ -62,6 +62,15 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "/props says its chat template preserves reasoning, else current-turn",
     )
     group.add_argument(
+        "--unsupported-parts",
+        choices=["error", "note"],
+        default="error",
+        help="a user's attachment the upstream says it cannot take (llama.cpp's /props: no "
+        "--mmproj, no images): error (default) ends the run naming it and what would take it; "
+        "note sends the model a short note in its place ('[report.pdf, application/pdf, "
+        "120 KB: this model cannot read it]') so the chat goes on",
+    )
+    group.add_argument(
         "--include-state", action="store_true", help="send the run's state to the model as context"
     )
     group.add_argument(

@@ -336,6 +336,7 @@ _VALUED = {
     "upstream_api": ("--upstream-api", "chat"),
     "reasoning_history": ("--reasoning-history", "auto"),
     "reasoning_scope": ("--reasoning-scope", "auto"),
+    "unsupported_parts": ("--unsupported-parts", "error"),
     "agui_protocol": ("--agui-protocol", "auto"),
 }
 #: Recorded settings that are a switch, and the value that turns it on.

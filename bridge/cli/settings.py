@@ -44,6 +44,7 @@ def config_from_args(
         translate_overrides={name: open_tag for name in args.starts_in_reasoning_model},
         reasoning_history=args.reasoning_history,
         reasoning_scope=args.reasoning_scope,
+        unsupported_parts=args.unsupported_parts,
         include_state=args.include_state,
         shared_state=args.shared_state,
         state_schema=_state_schema(args.state_schema),

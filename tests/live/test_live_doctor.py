@@ -100,6 +100,13 @@ def test_the_doctor_tells_llama_cpp_as_it_is_and_its_serve_line_works(
         assert failed == []
         preserves = template == llama_server.PRESERVING_TEMPLATE
         assert report["reasoning_scope"] == ("all" if preserves else "current-turn")
+        # Started without --mmproj: its /props says no image, audio or video is taken.
+        assert report["attachments"] == dict.fromkeys(
+            ("image", "audio", "video", "document"), False
+        )
+        assert str(report["attachments_reason"]).startswith(
+            "images: no, audio: no, video: no — llama-server was started without --mmproj"
+        )
         if report["tool_calls"] == "structured":
             assert report["warnings"] == []  # nothing to warn of
         else:

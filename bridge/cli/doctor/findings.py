@@ -29,6 +29,7 @@ from bridge.core.parts import Part, Reasoning, Text, ToolCallDelta, Usage
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS, ReasoningTagFilter, TagPair
 from bridge.core.text_tools.filter import TEXT_TOOL_FORMATS, TextToolCalls
 from bridge.core.upstream_url import suggested_upstream_url
+from bridge.serve.run.modalities import takes_in_words
 from bridge.serve.run.props import auto_reasoning_scope
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -192,6 +193,8 @@ def finish(
     warnings += _advice(found, answers, template_takes_tools(props))
     # What the default --reasoning-scope auto sends back to this server (bridge.serve.run.props).
     scope, scope_reason = auto_reasoning_scope(props)
+    # What the run's attachments become on this server (bridge.serve.run.modalities).
+    attachments, attachments_reason = takes_in_words(props)
     command = ["agui-bridge", "serve", "--upstream-url", report["upstream"]]
     command += ["--model", report["model"] or "MODEL"]
     if key_env != DEFAULT_KEY_ENV:
@@ -214,6 +217,8 @@ def finish(
         else None,
         reasoning_scope=scope,
         reasoning_scope_reason=scope_reason,
+        attachments=attachments,
+        attachments_reason=attachments_reason,
         serve_command=shlex.join(command + flags) if usable else None,
         warnings=warnings,
         bridge_view=bridge_view(answers, flags),

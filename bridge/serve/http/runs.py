@@ -25,6 +25,7 @@ from bridge.serve.http.run_input import MAX_DEPTH, read_run_input
 from bridge.serve.http.stream import EventStreamResponse, FrameSink
 from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
+from bridge.serve.run.modalities import RunAttachments
 from bridge.serve.run.output import RUN_ENDS, UnencodableEventError
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
 from bridge.serve.run.resume import settle_approvals
@@ -156,10 +157,12 @@ def _tool_loop(
     bridge: Bridge, run_input: RunAgentInput, upstream_models: list[str]
 ) -> tuple[ToolLoop, Prepare | None]:
     """The run's server tools, offered beside the frontend's, and how to build each of its
-    requests (the first from the client's messages, the next with the turns since); and,
-    with ``--reasoning-scope auto``, what sets the scope once the run has begun: llama.cpp's
-    ``/props`` is read after RUN_STARTED, which goes before the upstream is asked anything.
-    The first build, which checks the input, sends back the turn in progress."""
+    requests (the first from the client's messages, the next with the turns since); and what
+    builds the first again once the run has begun, with what llama.cpp's ``/props`` says (read
+    after RUN_STARTED, which goes before the upstream is asked anything): the reasoning scope
+    under ``--reasoning-scope auto``, what becomes of the user's attachments when there are
+    some (``bridge.serve.run.modalities``). The first build, which checks the input, sends
+    back the turn in progress, and sets the attachments aside until the server was asked."""
     config, tools = bridge.config, bridge.tools
     frontend = run_input.tools or []
     taken = [tool.name for tool in frontend if tool.name in tools]
@@ -179,20 +182,24 @@ def _tool_loop(
 
     waits = tools.waits
     scope = [configured_scope(config)]
+    attachments = RunAttachments(run_input.messages, config)
 
     def build(messages: Sequence[Message]) -> dict[str, Any]:
         conversation = offered
-        settled = settle_approvals(messages, waits)
+        settled = attachments.admit(settle_approvals(messages, waits))
         if settled is not run_input.messages:
             conversation = offered.model_copy(update={"messages": list(settled)})
         return build_request(conversation, config, upstream_models, scope=scope[0])
 
     async def prepare(body: dict[str, Any]) -> dict[str, Any]:
-        resolved = await bridge.upstream_props.reasoning_scope(str(body["model"]))
-        if resolved == scope[0]:
+        model = str(body["model"])
+        resolved = await bridge.upstream_props.reasoning_scope(model)
+        if resolved == scope[0] and not attachments.pending:
             return body
         scope[0] = resolved
+        if attachments.pending:
+            attachments.told(await bridge.upstream_props.props(model))
         return build(run_input.messages)
 
     loop = ToolLoop(tools, build, config.max_tool_rounds, bridge.approvals)
-    return loop, prepare if config.reasoning_scope == "auto" else None
+    return loop, prepare if config.reasoning_scope == "auto" or attachments.pending else None

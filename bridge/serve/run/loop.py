@@ -65,7 +65,8 @@ class ToolRoundsExceededError(BridgeError):
 
 
 Prepare = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Takes the run's first request body once the run has begun; gives the one to send."""
+"""Takes the run's first request body once the run has begun; gives the one to send, or
+raises ``BridgeError`` (the run's error) when the input cannot go as the upstream said."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,11 @@ async def _run(
         value = [{"state_key": k, "tool": t, "tool_argument": a} for k, t, a in predict_state]
         await _send(out, [CustomEvent(name="PredictState", value=value)])
     if prepare is not None:
-        body = await prepare(body)
+        try:
+            body = await prepare(body)
+        except BridgeError as exc:  # what the server said refuses the input (an attachment)
+            await _send(out, [_error(run_input, exc)])
+            return
     transcript = Transcript()
     usage: list[TokenUsage] = []
     rounds = 0
