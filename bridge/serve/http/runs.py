@@ -161,8 +161,8 @@ def _tool_loop(
     builds the first again once the run has begun, with what llama.cpp's ``/props`` says (read
     after RUN_STARTED, which goes before the upstream is asked anything): the reasoning scope
     under ``--reasoning-scope auto``, what becomes of the user's attachments when there are
-    some (``bridge.serve.run.modalities``). The first build, which checks the input, sends
-    back the turn in progress, and sets the attachments aside until the server was asked."""
+    some (``bridge.serve.run.modalities``). The first build, which checks the input (its
+    attachments as sent), sends back the turn in progress."""
     config, tools = bridge.config, bridge.tools
     frontend = run_input.tools or []
     taken = [tool.name for tool in frontend if tool.name in tools]

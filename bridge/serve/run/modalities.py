@@ -143,10 +143,11 @@ def takes_in_words(props: Mapping[str, Any] | None) -> tuple[dict[str, bool] | N
 
 
 class RunAttachments:
-    """One run's attachments: until the server was asked (``told``), every part is set aside
-    as its note, so that the request built first checks the rest of the input; then the parts
-    go, or not, as the server said and ``policy`` says. ``pending``: the run has attachments
-    and a server that may say what it takes (a Chat Completions one: the Responses API has no
+    """One run's attachments: until the server was asked (``told``), every part goes as the
+    client sent it, so that the request built first checks the whole input, a part no request
+    of this API can carry included (an HTTP 4xx before the run begins); then the parts go, or
+    not, as the server said and ``policy`` says. ``pending``: the run has attachments and a
+    server that may say what it takes (a Chat Completions one: the Responses API has no
     ``/props``), so it must be asked."""
 
     def __init__(self, messages: Sequence[Message], config: BridgeConfig) -> None:
@@ -164,7 +165,7 @@ class RunAttachments:
         if not self.pending:
             return messages
         if not self._told:
-            return admitted(messages, UpstreamTakes(frozenset()), "note")
+            return messages
         return admitted(messages, self._takes, self._policy)
 
 
