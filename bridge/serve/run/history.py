@@ -8,12 +8,17 @@ reasoning of the tool loop in progress, while earlier turns' reasoning only cost
 Assistant messages with only reasoning between them are one upstream turn (the emitter starts a
 new message where reasoning resumed, for the client's display): they go back joined, as the model
 produced them.
+
+A tool result's media parts (an MCP tool's image) go where the upstream's API takes them: a
+Chat Completions tool message carries text only, so each is named in its place in the text and
+sent in a user message after the turn's results (as pydantic-ai and others do); the Responses
+API's ``function_call_output`` takes images and files itself (``tool_media``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal, get_args
 
 from ag_ui.core import (
@@ -57,12 +62,14 @@ def to_openai_messages(
     state: Any = None,
     state_note: str | None = None,
     encrypted_reasoning: bool = False,
+    tool_media: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """Convert an AG-UI conversation into Chat Completions ``messages``.
 
     ``context`` and ``state`` (when not ``None``), or ``state_note`` (the state as the model
     may edit it, written already), become system messages placed after the leading
-    system/developer messages. Activity messages are UI-only and skipped.
+    system/developer messages. Activity messages are UI-only and skipped. ``tool_media``: the
+    part types a tool message keeps (as parts; the others follow the turn's tool results).
     Raises ``ValueError`` for content the Chat Completions API cannot carry (audio, video,
     documents, provider file handles) and for an unknown ``reasoning`` or ``scope``.
     """
@@ -80,7 +87,11 @@ def to_openai_messages(
     details: list[dict[str, Any]] = []  # OpenRouter's, when the reasoning was signed/encrypted
     signed = False
     joinable = False  # the last message out is an assistant one, with only reasoning since
+    held: list[ContentPart] = []  # the turn's tool results' media, sent after the results
     for index, message in enumerate(messages):
+        if held and not isinstance(message, (ToolMessage, ActivityMessage)):
+            out.append(_tool_attachments(held))
+            held = []
         if isinstance(message, ReasoningMessage):
             if message.content:
                 pending.append(message.content)
@@ -117,7 +128,7 @@ def to_openai_messages(
             pending, details, signed = [], [], False
             out.append({"role": "user", "content": _user_content(message.content)})
         elif isinstance(message, ToolMessage):
-            out.append(_tool(message))
+            out.append(_tool(message, tool_media, held))
         elif isinstance(message, (SystemMessage, DeveloperMessage)):
             out.append({"role": message.role, "content": message.content})
         elif isinstance(message, ActivityMessage):
@@ -125,6 +136,8 @@ def to_openai_messages(
         else:
             raise ValueError(f"unsupported message role {getattr(message, 'role', None)!r}")
         joinable = joinable and isinstance(message, ReasoningMessage)
+    if held:
+        out.append(_tool_attachments(held))
 
     extra = _context_messages(context, state, state_note)
     if extra:
@@ -265,11 +278,53 @@ def _image_url(part: ImagePart) -> str:
     )
 
 
-def _tool(message: ToolMessage) -> dict[str, Any]:
-    content = tool_result_text(_tool_text(message.content))
-    if message.error is not None:
-        content = f"Error: {message.error}\n\n{content}" if content else f"Error: {message.error}"
+def _tool(message: ToolMessage, keeps: Collection[str], held: list[ContentPart]) -> dict[str, Any]:
+    """A tool message: text, or parts where it keeps media (``keeps``: their types)."""
+    parts = message.content
+    content: str | list[dict[str, Any]]
+    if isinstance(parts, str) or all(isinstance(part, TextPart) for part in parts):
+        content = tool_result_text(_tool_text(parts))
+    else:
+        kept = _kept_parts(message.tool_call_id, parts, keeps, held)
+        texts = [part.text for part in kept if isinstance(part, TextPart)]
+        content = "\n".join(texts) if len(texts) == len(kept) else _user_content(kept)
+    error = message.error
+    if error is not None and isinstance(content, list):
+        content = [{"type": "text", "text": f"Error: {error}"}, *content]
+    elif error is not None:
+        content = f"Error: {error}\n\n{content}" if content else f"Error: {error}"
     return {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+
+
+def _kept_parts(
+    call_id: str, parts: Sequence[ContentPart], keeps: Collection[str], held: list[ContentPart]
+) -> list[ContentPart]:
+    """A tool result's parts as its tool message keeps them: a media part of a type it does
+    not keep is named in its place and added to ``held``, for the user message after the
+    turn's results, with a label that says where it came from."""
+    kept: list[ContentPart] = []
+    for part in parts:
+        if isinstance(part, TextPart) or part.type in keeps:
+            kept.append(part)
+            continue
+        number = sum(not isinstance(attached, TextPart) for attached in held) + 1
+        about = _about(part)
+        kept.append(TextPart(text=f"[attachment {number}: {about}, sent after the tool results]"))
+        held += [TextPart(text=f"[attachment {number}, from the call {call_id}: {about}]"), part]
+    return kept
+
+
+def _tool_attachments(held: Sequence[ContentPart]) -> dict[str, Any]:
+    """The user message that brings the turn's tool results' media to the model."""
+    return {"role": "user", "content": _user_content(held)}
+
+
+def _about(part: ContentPart) -> str:
+    """A media part as its label names it: its file name, if any, and its MIME type (or kind)."""
+    metadata = getattr(part, "metadata", None)
+    filename = metadata.get("filename") if isinstance(metadata, dict) else None
+    kind = getattr(getattr(part, "source", None), "mime_type", None) or _part_type(part)
+    return f"{filename}, {kind}" if isinstance(filename, str) and filename else str(kind)
 
 
 def _tool_text(content: str | Sequence[ContentPart]) -> str:
@@ -277,15 +332,7 @@ def _tool_text(content: str | Sequence[ContentPart]) -> str:
     # while content-part arrays in tool messages are not universally supported.
     if isinstance(content, str):
         return content
-    texts: list[str] = []
-    for part in content:
-        if not isinstance(part, TextPart):
-            raise ValueError(
-                f"tool message content part of type {_part_type(part)!r} is not supported: "
-                "Chat Completions tool results carry text only"
-            )
-        texts.append(part.text)
-    return "\n".join(texts)
+    return "\n".join(part.text for part in content if isinstance(part, TextPart))
 
 
 def _part_type(part: object) -> object:

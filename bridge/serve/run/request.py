@@ -98,11 +98,14 @@ def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
                 }
             )
         elif role == "tool":
+            output = message["content"]
+            if isinstance(output, list):  # a result with images or files (RESPONSES_TOOL_MEDIA)
+                output = [_input_part(part) for part in output]
             items.append(
                 {
                     "type": "function_call_output",
                     "call_id": message["tool_call_id"],
-                    "output": message["content"],
+                    "output": output,
                 }
             )
         elif role == "assistant":
@@ -138,6 +141,11 @@ def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> 
         named += upstream_models
     return list(dict.fromkeys(named))
 
+
+#: The media parts a Responses API ``function_call_output`` carries itself (its ``output`` takes
+#: ``input_text``, ``input_image`` and ``input_file``); a tool's audio or video follows the
+#: turn's results in a user message, as every media part does for Chat Completions.
+RESPONSES_TOOL_MEDIA = frozenset({"image", "document"})
 
 #: forwardedProps parameters the Responses API takes as they are (``max_tokens``,
 #: ``reasoning_effort`` and ``tool_choice`` are mapped apart; the rest is Chat Completions only).
@@ -181,6 +189,8 @@ def _messages(
             else None,
             state_note=state_prompt(run_input.state, config.state_schema) if shared else None,
             encrypted_reasoning=encrypted_reasoning,
+            # Encrypted reasoning goes back to the Responses API only: so do tools' files.
+            tool_media=RESPONSES_TOOL_MEDIA if encrypted_reasoning else (),
         )
     except ValueError as exc:
         raise InvalidRunInputError(str(exc)) from exc
