@@ -29,10 +29,11 @@ from hypothesis import strategies as st
 from agui_rules import check_frames, parse_body
 from bridge.core.encode import encode_event
 from bridge.serve.redact import MASK, Redactor
+from bridge.serve.tools import mcp_content, mcp_tools
 from bridge.serve.tools import results as results_module
 from bridge.serve.tools.results import ServerToolResult
 from node_tools import official
-from peers_inputs import Gate, posted_while_gated
+from peers_inputs import Gate, on_event_loop, posted_while_gated
 from peers_tool_parts import LOGO, NOTES, PNG, encoded, picture_blocks
 from servers import messages_from, post, run_input, scripted_stack
 
@@ -167,9 +168,9 @@ def test_the_next_run_sends_the_result_upstream_byte_for_byte(protocol: str | No
         assert in_run[-2:] == picture_turn(result_of(frames)["toolCallId"])
 
 
-@pytest.mark.parametrize("client", ["1.0.0", "0.0.59"])
+@pytest.mark.parametrize("client", ["1.0.0", "0.0.59", "0.0.52"])
 def test_the_official_clients_take_the_result_and_send_it_back(client: str) -> None:
-    """Point 5: ``@ag-ui/client`` 1.0.0 keeps the parts in its tool message, 0.0.59 the text;
+    """Point 5: ``@ag-ui/client`` 1.0.0 keeps the parts in its tool message, 0.0.x the text;
     neither complains, and the next run through the same client sends the turns upstream byte
     for byte as the run did."""
     with media(reasoning_scope="all") as stack:
@@ -255,17 +256,24 @@ def test_a_big_image_is_made_ready_off_the_event_loop_while_health_answers(
 ) -> None:
     """Point 5 and README "Promises" (big results off the event loop): a 3 MB image is decoded
     and scanned for the key in a worker thread, a slice at a time: /health answers while that
-    work is under way, and the image arrives whole."""
+    work is under way, and the image arrives whole. Its text (the JSON a 0.0.x client would
+    get) is written in a worker thread too."""
     gate = Gate()
     scan = Redactor.split_held_bytes
     slices: list[int] = []
+    texts: list[bool] = []
 
     def spy(self: Redactor, data: bytes) -> tuple[bytes, bytes]:
         slices.append(len(data))
         gate.hold()
         return scan(self, data)
 
+    def text_of(result: Any) -> str:
+        texts.append(on_event_loop())
+        return mcp_content.result_text(result)
+
     monkeypatch.setattr(Redactor, "split_held_bytes", spy)
+    monkeypatch.setattr(mcp_tools, "result_text", text_of)
     size = 3_000_000
     with media(api_key=KEY, size=size) as stack:
         response = posted_while_gated(stack.bridge_url, gate, ask("big_picture"))
@@ -275,6 +283,7 @@ def test_a_big_image_is_made_ready_off_the_event_loop_while_health_answers(
     assert gate.order == ["work started", "health answered", "work went on"]
     assert gate.on_loop and not any(gate.on_loop)
     assert len(slices) > 1 and max(slices) < size  # a slice at a time
+    assert texts == [False]
 
 
 def _with_masks_for_spans(data: bytes) -> re.Pattern[bytes]:

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Collection, Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
+import anyio.to_thread
 from ag_ui.core import ActivitySnapshotEvent
 
 from bridge.core.emitter import random_id
@@ -38,6 +39,7 @@ from bridge.serve.tools.mcp_apps import (
     ui_of,
 )
 from bridge.serve.tools.mcp_content import result_parts, result_text
+from bridge.serve.tools.results import BIG_RESULT, parts_size
 from bridge.serve.tools.server_tools import (
     TOOL_NAME,
     ServerTool,
@@ -171,10 +173,13 @@ class McpServer:
         async def invoke(arguments: str) -> str | ToolOutput:
             values = json_arguments(arguments)
             result = await self._call(remote, values)
-            text = result_text(result)
+            parts = result_parts(result)
+            if parts_size(parts) < BIG_RESULT:
+                text = result_text(result)
+            else:  # a big image's JSON is a pass over megabytes: off the event loop
+                text = await anyio.to_thread.run_sync(result_text, result)
             if result.is_error:
                 raise ToolError(text)
-            parts = result_parts(result)
             if ui is None:
                 return ToolOutput(text, parts=parts) if parts else text
             dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
