@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from agui_rules import check_frames, parse_body
 from bridge.core.encode import encode_event
 from bridge.serve.redact import MASK, Redactor
+from bridge.serve.run import request as request_module
 from bridge.serve.tools import mcp_content, mcp_tools
 from bridge.serve.tools import results as results_module
 from bridge.serve.tools.results import ServerToolResult
@@ -249,6 +250,31 @@ def test_data_that_is_not_base64_is_left_out_and_the_model_reads_why() -> None:
     why = "[the tool's image (image/png) is left out: its data is not base64]"
     assert result_of(frames)["content"] == [{"type": "text", "text": why}]
     assert requests[1]["messages"][-1]["content"] == why
+
+
+def test_a_result_the_upstreams_api_cannot_carry_ends_the_run_saying_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Point 5 (and point 3: a clear answer, never an internal error): a tool's part that the
+    upstream's API cannot take is found when the next request is built; the run ends with
+    RUN_ERROR ``invalid_input`` and the builder's reason, where it said only "the bridge
+    failed" (``internal_error``)."""
+    build = request_module.to_openai_messages
+
+    def refusing(messages: Any, **options: Any) -> Any:
+        if any(m.role == "tool" for m in messages):  # the request after the tool's result
+            raise ValueError("tool message content part of type 'image' is not supported here")
+        return build(messages, **options)
+
+    monkeypatch.setattr(request_module, "to_openai_messages", refusing)
+    with media() as stack:
+        frames = post(stack.bridge_url, ask("picture"))
+    assert frames[-1] == {
+        "type": "RUN_ERROR",
+        "message": "tool message content part of type 'image' is not supported here",
+        "code": "invalid_input",
+    }
+    assert [f["type"] for f in frames].count("TOOL_CALL_RESULT") == 1
 
 
 def test_a_big_image_is_made_ready_off_the_event_loop_while_health_answers(
