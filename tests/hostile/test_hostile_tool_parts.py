@@ -25,6 +25,15 @@ import pytest
 from ag_ui.core import DataSource, ImagePart, TextPart, ToolCallResultEvent, UrlSource
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp_types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+)
 
 from agui_rules import check_frames, parse_body
 from bridge.core.encode import encode_event
@@ -37,8 +46,6 @@ from node_tools import official
 from peers_inputs import Gate, on_event_loop, posted_while_gated
 from peers_tool_parts import LOGO, NOTES, PNG, encoded, picture_blocks
 from servers import messages_from, post, run_input, scripted_stack
-
-pytest.importorskip("mcp")
 
 PEER = Path(__file__).resolve().parent / "peers_tool_parts.py"
 KEY = "sk-tool-parts-Zq8Xv3Lm5Np2Rt7Wy4Kb"
@@ -315,6 +322,52 @@ def test_a_big_image_is_made_ready_off_the_event_loop_while_health_answers(
 def _with_masks_for_spans(data: bytes) -> re.Pattern[bytes]:
     """What ``data`` was made from: itself, each mask standing for some bytes."""
     return re.compile(b".+?".join(map(re.escape, data.split(MASK.encode()))), re.DOTALL)
+
+
+def test_each_mcp_block_becomes_the_part_of_its_kind() -> None:
+    """Point 5: every block of MCP's content, as its part: an image or audio block by its kind
+    (whatever its MIME type says), a blob by its MIME type (a document for any other, bytes for
+    none), a resource link as its JSON in a text part; a result of text only stays text."""
+    link = ResourceLink(type="resource_link", name="report", uri="file:///r.pdf")
+    blocks = [
+        ImageContent(type="image", data="AAAA", mime_type="application/octet-stream"),
+        AudioContent(type="audio", data="AAAA", mime_type="audio/wav"),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri="s3://b/clip%201.mp4", mime_type="video/mp4", blob="AA=="
+            ),
+        ),
+        EmbeddedResource(
+            type="resource", resource=BlobResourceContents(uri="mem://x/", blob="AA==")
+        ),
+        link,
+    ]
+    parts = mcp_content.result_parts(CallToolResult(content=blocks))
+    assert [part.model_dump(by_alias=True, exclude_none=True) for part in parts] == [
+        {
+            "type": "image",
+            "source": {"type": "data", "value": "AAAA", "mimeType": "application/octet-stream"},
+        },
+        {"type": "audio", "source": {"type": "data", "value": "AAAA", "mimeType": "audio/wav"}},
+        {
+            "type": "video",
+            "source": {"type": "data", "value": "AA==", "mimeType": "video/mp4"},
+            "metadata": {
+                "uri": "s3://b/clip%201.mp4",
+                "mimeType": "video/mp4",
+                "filename": "clip 1.mp4",
+            },
+        },
+        {
+            "type": "document",
+            "source": {"type": "data", "value": "AA==", "mimeType": "application/octet-stream"},
+            "metadata": {"uri": "mem://x/"},
+        },
+        {"type": "text", "text": json.dumps(link.model_dump(mode="json", exclude_none=True))},
+    ]
+    text_only = CallToolResult(content=[TextContent(type="text", text="hi")])
+    assert mcp_content.result_parts(text_only) == ()
 
 
 _TEXTS = ["a", " ", "\n", '"', "\\", "é", "\x01", "\ud800", KEY[:9], KEY[4:20], KEY]

@@ -60,8 +60,8 @@ def _part(block: Any) -> ContentPart:
     kind = getattr(block, "type", None)
     if kind == "text":
         return TextPart(text=block.text)
-    if kind in ("image", "audio"):
-        return _media(block.data, block.mime_type)
+    if kind in ("image", "audio"):  # the block says its kind, whatever its MIME type says
+        return _media(block.data, block.mime_type, kind=kind)
     if kind == "resource":
         resource = block.resource
         about: dict[str, str] = {"uri": resource.uri}
@@ -77,12 +77,12 @@ def _part(block: Any) -> ContentPart:
 
 
 def _media(
-    data: str, mime_type: str, metadata: dict[str, str] | None = None
+    data: str, mime_type: str, metadata: dict[str, str] | None = None, *, kind: str = ""
 ) -> ImagePart | AudioPart | VideoPart | DocumentPart:
-    """Inline bytes (base64) as the part their MIME type says: an image, audio, video, else a
-    document."""
+    """Inline bytes (base64) as a part of ``kind``, or of the kind their MIME type says: an
+    image, audio, video, else a document."""
     source = DataSource(value=data, mime_type=mime_type)
-    part = _KINDS.get(mime_type.split("/", 1)[0].lower(), DocumentPart)
+    part = _KINDS.get(kind or mime_type.split("/", 1)[0].lower(), DocumentPart)
     return part(source=source, metadata=metadata)
 
 
