@@ -357,11 +357,70 @@ def test_an_encoded_result_in_text_parts_and_with_an_error() -> None:
     assert to_openai_messages(messages)[2]["content"] == f"Error: partial\n\n{TIME}"
 
 
-def test_tool_media_part_raises_value_error() -> None:
-    parts = [{"type": "image", "source": {"type": "url", "value": "https://x.test/a.png"}}]
-    messages = msgs(user("?"), assistant(None, ("c1", "f", "{}")), tool("c1", parts))
-    with pytest.raises(ValueError, match="'image' is not supported"):
-        to_openai_messages(messages)
+_CHART = {"type": "image", "source": {"type": "url", "value": "https://x.test/a.png"}}
+_LOGO = {
+    "type": "image",
+    "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"},
+    "metadata": {"filename": "logo.png"},
+}
+
+
+def test_a_tool_results_media_follow_the_turns_results_in_a_user_message() -> None:
+    """Chat Completions tool messages carry text: each image is named in its place and sent,
+    labelled, in one user message after all the turn's results (before what comes next)."""
+    messages = msgs(
+        user("?"),
+        assistant(None, ("c1", "f", "{}"), ("c2", "g", "{}")),
+        tool("c1", [{"type": "text", "text": "a chart"}, _CHART], id="t1", error="partial"),
+        tool("c2", [_LOGO], id="t2"),
+        reasoning("Two images."),
+        assistant("Done."),
+    )
+    out = to_openai_messages(messages)
+    assert out[2:] == [
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "Error: partial\n\n"
+            "a chart\n[attachment 1: image, sent after the tool results]",
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c2",
+            "content": "[attachment 2: logo.png, image/png, sent after the tool results]",
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[attachment 1, from the call c1: image]"},
+                {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+                {"type": "text", "text": "[attachment 2, from the call c2: logo.png, image/png]"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ],
+        },
+        {"role": "assistant", "content": "Done.", "reasoning_content": "Two images."},
+    ]
+
+
+def test_a_tool_message_keeps_the_media_its_api_takes() -> None:
+    """The Responses API's function_call_output takes images: the tool message keeps its
+    parts, in their order, and nothing follows it (the request maps them to input parts)."""
+    messages = msgs(
+        user("?"),
+        assistant(None, ("c1", "f", "{}")),
+        tool("c1", [{"type": "text", "text": "a chart"}, _CHART]),
+    )
+    out = to_openai_messages(messages, tool_media={"image"})
+    assert out[2:] == [
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": [
+                {"type": "text", "text": "a chart"},
+                {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+            ],
+        }
+    ]
 
 
 def test_activity_messages_are_skipped() -> None:

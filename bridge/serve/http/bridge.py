@@ -71,7 +71,7 @@ class Bridge:
             [python_tool(tool, threads=self._tool_threads) for tool in tools],
             timeout=config.tool_timeout,
             max_parallel=config.max_parallel_tools,
-            redact=self.redactor.redact,
+            redactor=self.redactor,
             approve=config.approve,
         )
         if config.shared_state:  # the model's edits of a run's state (README "Shared state")

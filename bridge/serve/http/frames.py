@@ -27,10 +27,14 @@ REASONING_* (5 events)        known        known                        known   
 REASONING_ENCRYPTED_VALUE     known        known                        known          kept
 TEXT_MESSAGE_*, TOOL_CALL_*   known        known                        known          kept
 TOOL_CALL_RESULT              known        known                        known          kept
+TOOL_CALL_RESULT.content[]    known        a string only (ZodError)     a string only  text
 ============================  ===========  ===========================  =============  ==========
 
 "unknown" fields pass a 0.0.x schema (its base event is ``passthrough``) but mean nothing to it;
-the two the 0.0 dialect omits are the ones that say something only a 1.0 client can use.
+the two the 0.0 dialect omits are the ones that say something only a 1.0 client can use. A
+tool's result is the one thing shaped before this boundary: the run makes it text for a 0.0.x
+client (``ToolLoop.parts``), since the run's next request must hold what the client holds, and
+the client will send the text back.
 """
 
 from __future__ import annotations
@@ -136,7 +140,8 @@ class FrameWriter:
         if kind is ServerToolResult:
             # A server tool's result comes ready from bridge.serve.tools.server_tools: redacted
             # once there and, when big, encoded off the event loop (scanned and encoded again
-            # here, a 10 MB result held every stream for ~100 ms). No line shapes TOOL_CALL_RESULT.
+            # here, a 10 MB result held every stream for ~100 ms), already in the form this
+            # client's line takes (content parts for 1.0, text for 0.0: ToolLoop.parts).
             assert isinstance(event, ServerToolResult)
             return event.frame
         redactor = self._redactor

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.http import widgets
 from bridge.serve.http.bridge import Bridge
-from bridge.serve.http.frames import FrameWriter, client_protocol
+from bridge.serve.http.frames import ClientProtocol, FrameWriter, client_protocol
 from bridge.serve.http.run_input import MAX_DEPTH, read_run_input
 from bridge.serve.http.stream import EventStreamResponse, FrameSink
 from bridge.serve.observe.observation import RunObservation
@@ -46,7 +46,8 @@ async def run(bridge: Bridge, request: Request) -> Response:
         proxied = widgets.proxied_request_of(run_input)
         if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
             return widgets.answer(bridge, run_input, proxied, received)
-        loop, prepare = _tool_loop(bridge, run_input, await bridge.upstream_models())
+        protocol = client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
+        loop, prepare = _tool_loop(bridge, run_input, await bridge.upstream_models(), protocol)
         body = loop.build(run_input.messages)
     except ClientDisconnect:
         bridge.telemetry.refused(400, "client_disconnected")
@@ -54,7 +55,6 @@ async def run(bridge: Bridge, request: Request) -> Response:
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     config = bridge.config
-    protocol = client_protocol(run_input.protocol_version, config.agui_protocol)
     observe = bridge.telemetry.run(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
@@ -154,10 +154,11 @@ class _Frames:
 
 
 def _tool_loop(
-    bridge: Bridge, run_input: RunAgentInput, upstream_models: list[str]
+    bridge: Bridge, run_input: RunAgentInput, upstream_models: list[str], protocol: ClientProtocol
 ) -> tuple[ToolLoop, Prepare | None]:
     """The run's server tools, offered beside the frontend's, and how to build each of its
-    requests (the first from the client's messages, the next with the turns since); and what
+    requests (the first from the client's messages, the next with the turns since); their
+    results as content parts only for a client whose protocol has them (``protocol``); and what
     builds the first again once the run has begun, with what llama.cpp's ``/props`` says (read
     after RUN_STARTED, which goes before the upstream is asked anything): the reasoning scope
     under ``--reasoning-scope auto``, what becomes of the user's attachments when there are
@@ -201,5 +202,6 @@ def _tool_loop(
             attachments.told(await bridge.upstream_props.props(model))
         return build(run_input.messages)
 
-    loop = ToolLoop(tools, build, config.max_tool_rounds, bridge.approvals)
+    parts = protocol == "1.0"  # a 0.0.x client takes, and keeps, a tool's result as text
+    loop = ToolLoop(tools, build, config.max_tool_rounds, bridge.approvals, parts)
     return loop, prepare if config.reasoning_scope == "auto" or attachments.pending else None

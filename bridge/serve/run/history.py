@@ -8,12 +8,17 @@ reasoning of the tool loop in progress, while earlier turns' reasoning only cost
 Assistant messages with only reasoning between them are one upstream turn (the emitter starts a
 new message where reasoning resumed, for the client's display): they go back joined, as the model
 produced them.
+
+A tool result's media parts (an MCP tool's image) go where the upstream's API takes them: a
+Chat Completions tool message carries text only, so each is named in its place in the text and
+sent in a user message after the turn's results (as pydantic-ai and others do); the Responses
+API's ``function_call_output`` takes images and files itself (``tool_media``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal, get_args
 
 from ag_ui.core import (
@@ -31,7 +36,7 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from bridge.serve.run.parts import UnmappablePartError, chat_part
+from bridge.serve.run.parts import MediaPart, UnmappablePartError, chat_part, file_name, mime_type
 from bridge.serve.tools.results import tool_result_text
 
 ReasoningHistory = Literal["field", "tags", "drop"]
@@ -59,6 +64,7 @@ def to_openai_messages(
     state_note: str | None = None,
     encrypted_reasoning: bool = False,
     part_of: PartMapping = chat_part,
+    tool_media: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """Convert an AG-UI conversation into Chat Completions ``messages``.
 
@@ -66,9 +72,11 @@ def to_openai_messages(
     may edit it, written already), become system messages placed after the leading
     system/developer messages. Activity messages are UI-only and skipped.
     A user message's content parts become what ``part_of`` makes of each (Chat Completions
-    parts; the Responses request passes ``responses_part``). Raises ``UnmappablePartError`` (a
-    ``ValueError``) for a part the API has no place for, naming where it is, and ``ValueError``
-    for an unknown ``reasoning`` or ``scope``.
+    parts; the Responses request passes ``responses_part``), and so do a tool message's
+    (``tool_media``: the part types a tool message keeps as parts; the others follow the turn's
+    tool results in a user message). Raises ``UnmappablePartError`` (a ``ValueError``) for a
+    part the API has no place for, naming where it is, and ``ValueError`` for an unknown
+    ``reasoning`` or ``scope``.
     """
     if reasoning not in get_args(ReasoningHistory):
         raise ValueError(
@@ -84,7 +92,11 @@ def to_openai_messages(
     details: list[dict[str, Any]] = []  # OpenRouter's, when the reasoning was signed/encrypted
     signed = False
     joinable = False  # the last message out is an assistant one, with only reasoning since
+    held: list[ContentPart] = []  # the turn's tool results' media, sent after the results
     for index, message in enumerate(messages):
+        if held and not isinstance(message, (ToolMessage, ActivityMessage)):
+            out.append(_tool_attachments(held, part_of, index))
+            held = []
         if isinstance(message, ReasoningMessage):
             if message.content:
                 pending.append(message.content)
@@ -122,7 +134,7 @@ def to_openai_messages(
             content = _user_content(message.content, part_of, index)
             out.append({"role": "user", "content": content})
         elif isinstance(message, ToolMessage):
-            out.append(_tool(message))
+            out.append(_tool(message, tool_media, held, part_of, index))
         elif isinstance(message, (SystemMessage, DeveloperMessage)):
             out.append({"role": message.role, "content": message.content})
         elif isinstance(message, ActivityMessage):
@@ -130,6 +142,8 @@ def to_openai_messages(
         else:
             raise ValueError(f"unsupported message role {getattr(message, 'role', None)!r}")
         joinable = joinable and isinstance(message, ReasoningMessage)
+    if held:
+        out.append(_tool_attachments(held, part_of, len(messages)))
 
     extra = _context_messages(context, state, state_note)
     if extra:
@@ -254,11 +268,64 @@ def _user_content(
     return out
 
 
-def _tool(message: ToolMessage) -> dict[str, Any]:
-    content = tool_result_text(_tool_text(message.content))
-    if message.error is not None:
-        content = f"Error: {message.error}\n\n{content}" if content else f"Error: {message.error}"
+def _tool(
+    message: ToolMessage,
+    keeps: Collection[str],
+    held: list[ContentPart],
+    part_of: PartMapping,
+    index: int,
+) -> dict[str, Any]:
+    """A tool message (``messages[index]``): text, or parts where it keeps media (``keeps``:
+    their types), each as ``part_of`` makes it."""
+    parts = message.content
+    content: str | list[dict[str, Any]]
+    if isinstance(parts, str) or all(isinstance(part, TextPart) for part in parts):
+        content = tool_result_text(_tool_text(parts))
+    else:
+        kept = _kept_parts(message.tool_call_id, parts, keeps, held)
+        texts = [part.text for part in kept if isinstance(part, TextPart)]
+        content = (
+            "\n".join(texts) if len(texts) == len(kept) else _user_content(kept, part_of, index)
+        )
+    error = message.error
+    if error is not None and isinstance(content, list):
+        content = [{"type": "text", "text": f"Error: {error}"}, *content]
+    elif error is not None:
+        content = f"Error: {error}\n\n{content}" if content else f"Error: {error}"
     return {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+
+
+def _kept_parts(
+    call_id: str, parts: Sequence[ContentPart], keeps: Collection[str], held: list[ContentPart]
+) -> list[ContentPart]:
+    """A tool result's parts as its tool message keeps them: a media part of a type it does
+    not keep is named in its place and added to ``held``, for the user message after the
+    turn's results, with a label that says where it came from."""
+    kept: list[ContentPart] = []
+    for part in parts:
+        if isinstance(part, TextPart) or part.type in keeps:
+            kept.append(part)
+            continue
+        number = sum(not isinstance(attached, TextPart) for attached in held) + 1
+        about = _about(part)
+        kept.append(TextPart(text=f"[attachment {number}: {about}, sent after the tool results]"))
+        held += [TextPart(text=f"[attachment {number}, from the call {call_id}: {about}]"), part]
+    return kept
+
+
+def _tool_attachments(
+    held: Sequence[ContentPart], part_of: PartMapping, index: int
+) -> dict[str, Any]:
+    """The user message that brings the turn's tool results' media to the model, before
+    ``messages[index]``."""
+    return {"role": "user", "content": _user_content(held, part_of, index)}
+
+
+def _about(part: MediaPart) -> str:
+    """A media part as its label names it: its file name, if any, and its MIME type (or kind)."""
+    kind = mime_type(part) or part.type
+    name = file_name(part)
+    return f"{name}, {kind}" if name else kind
 
 
 def _tool_text(content: str | Sequence[ContentPart]) -> str:
@@ -266,15 +333,7 @@ def _tool_text(content: str | Sequence[ContentPart]) -> str:
     # while content-part arrays in tool messages are not universally supported.
     if isinstance(content, str):
         return content
-    texts: list[str] = []
-    for part in content:
-        if not isinstance(part, TextPart):
-            raise ValueError(
-                f"tool message content part of type {_part_type(part)!r} is not supported: "
-                "Chat Completions tool results carry text only"
-            )
-        texts.append(part.text)
-    return "\n".join(texts)
+    return "\n".join(part.text for part in content if isinstance(part, TextPart))
 
 
 def _part_type(part: object) -> object:

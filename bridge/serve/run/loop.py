@@ -72,14 +72,17 @@ raises ``BridgeError`` (the run's error) when the input cannot go as the upstrea
 @dataclass(frozen=True)
 class ToolLoop:
     """What a run needs to run server tools and go on: the tools, how to build the next
-    request from the whole conversation, the most rounds of server calls in one run, and how
+    request from the whole conversation, the most rounds of server calls in one run, how
     calls that wait for a person are signed and checked (``None``: a secret of the loop's own,
-    so that no call under approval ever runs unapproved)."""
+    so that no call under approval ever runs unapproved), and whether the client takes a
+    result as content parts (AG-UI 1.0; a 0.0.x client takes text only, and the next request
+    must hold what the client will send back)."""
 
     tools: ServerTools
     build: Callable[[Sequence[Message]], dict[str, Any]]
     max_rounds: int = 16
     approvals: Approvals | None = None
+    parts: bool = True
 
 
 def run_agent(
@@ -206,7 +209,9 @@ async def _run(
             await _send(out, [_error(run_input, exc)])
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
-            resumed = resumed_results(decisions, loop.tools, observe, approvals.claims)
+            resumed = resumed_results(
+                decisions, loop.tools, observe, approvals.claims, parts=loop.parts
+            )
             try:
                 async with aclosing(resumed) as results:
                     async for result in results:
@@ -216,8 +221,8 @@ async def _run(
                 await _send(out, [_error(run_input, exc)])
                 return
             next_body = _next_body(loop, run_input, transcript)
-            if next_body is None:
-                await _send(out, [_error(run_input, _failed())])
+            if isinstance(next_body, BridgeError):
+                await _send(out, [_error(run_input, next_body)])
                 return
             body = next_body
     elif run_input.resume:
@@ -251,7 +256,7 @@ async def _run(
         await out.flush()  # the turn's last read made the calls' ends: they go first
         held = {call.id for call in waiting}
         runnable = [call for call in served if call.id not in held]
-        async with aclosing(loop.tools.run(runnable, observe)) as results:
+        async with aclosing(loop.tools.run(runnable, observe, parts=loop.parts)) as results:
             async for result in results:
                 transcript.add([result])
                 await _send(out, with_after(result))
@@ -274,22 +279,25 @@ async def _run(
             await _send(out, [_finished(run_input, outcome, usage, pending)])
             return
         next_body = _next_body(loop, run_input, transcript)
-        if next_body is None:
-            await _send(out, [_error(run_input, _failed())])
+        if isinstance(next_body, BridgeError):
+            await _send(out, [_error(run_input, next_body)])
             return
         body = next_body
 
 
 def _next_body(
     loop: ToolLoop, run_input: RunAgentInput, transcript: Transcript
-) -> dict[str, Any] | None:
-    """The next request: the client's messages and the run's since; ``None`` (logged) when it
-    cannot be built."""
+) -> dict[str, Any] | BridgeError:
+    """The next request: the client's messages and the run's since; else the error that ends
+    the run: the builder's own (a tool's result holds what the upstream's API cannot carry),
+    or ``internal_error`` (a bug of ours, logged)."""
     try:
         return loop.build([*run_input.messages, *transcript.messages])
+    except BridgeError as exc:
+        return exc
     except Exception:
         logger.exception("run %s: the next request could not be built", run_input.run_id)
-        return None
+        return _failed()
 
 
 class _Kept:

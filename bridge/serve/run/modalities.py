@@ -24,23 +24,20 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ag_ui.core import (
-    AudioPart,
     ContentPart,
     DataSource,
     DocumentPart,
-    ImagePart,
     Message,
     TextPart,
     UrlSource,
     UserMessage,
-    VideoPart,
 )
 
 from bridge.config import BridgeConfig, UnsupportedPartsPolicy
 from bridge.core.errors import InvalidRunInputError
+from bridge.serve.run.parts import MediaPart, file_name, is_text
 
 MediaKind = Literal["image", "audio", "video", "document"]
-MediaPart = ImagePart | AudioPart | VideoPart | DocumentPart
 
 #: llama.cpp's ``/props`` ``modalities`` key for each kind (no key for documents: it reads none).
 _LLAMA_CPP_MODALITY: dict[MediaKind, str] = {"image": "vision", "audio": "audio", "video": "video"}
@@ -68,24 +65,6 @@ _ARTICLES: dict[MediaKind, str] = {
     "video": "a video",
     "document": "a document",
 }
-
-#: Document types every model reads as text (the request sends them as text, with their name).
-_TEXT_TYPES = frozenset(
-    {
-        "application/json",
-        "application/ld+json",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/csv",
-        "application/x-ndjson",
-        "application/markdown",
-        "application/javascript",
-        "application/x-sh",
-        "application/sql",
-        "application/toml",
-    }
-)
 
 #: The longest file name or type a note or an error repeats (a client may send any).
 _MAX_NAME_CHARS = 80
@@ -220,12 +199,8 @@ def _media(message: Message) -> bool:
 
 def _taken(part: MediaPart, takes: UpstreamTakes) -> bool:
     kind: MediaKind = part.type
-    return kind in takes.kinds or (kind == "document" and _is_text(part.source.mime_type))
-
-
-def _is_text(mime_type: str | None) -> bool:
-    kind = (mime_type or "").split(";")[0].strip().lower()
-    return kind.startswith("text/") or kind in _TEXT_TYPES or kind.endswith(("+json", "+xml"))
+    # A text document by URL or file id (inline ones were made text when the body was read).
+    return kind in takes.kinds or (isinstance(part, DocumentPart) and is_text(part))
 
 
 def _refusal(refused: Sequence[MediaPart], takes: UpstreamTakes) -> str:
@@ -257,12 +232,9 @@ def _described(part: MediaPart) -> list[str]:
 
 
 def _file_name(part: MediaPart) -> str | None:
-    """``metadata.filename``, where CopilotKit and the 0.0.x ``binary`` part's upgrade put it."""
-    metadata = part.metadata
-    name = metadata.get("filename") if isinstance(metadata, Mapping) else None
-    if not isinstance(name, str):
-        return None
-    return _one_line(name) or None
+    """``metadata.filename``, where CopilotKit and the 0.0.x ``binary`` part's upgrade put it,
+    on one short line."""
+    return _one_line(file_name(part) or "") or None
 
 
 def _one_line(text: str) -> str:

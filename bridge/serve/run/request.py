@@ -100,6 +100,8 @@ def to_responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
                 }
             )
         elif role == "tool":
+            # A result with images or files (RESPONSES_TOOL_MEDIA) is a list of parts, made
+            # in the Responses API's shape already (``responses_part``).
             items.append(
                 {
                     "type": "function_call_output",
@@ -138,6 +140,11 @@ def served_models(config: BridgeConfig, upstream_models: Sequence[str] = ()) -> 
         named += upstream_models
     return list(dict.fromkeys(named))
 
+
+#: The media parts a Responses API ``function_call_output`` carries itself (its ``output`` takes
+#: ``input_text``, ``input_image`` and ``input_file``); a tool's audio or video follows the
+#: turn's results in a user message, as every media part does for Chat Completions.
+RESPONSES_TOOL_MEDIA = frozenset({"image", "document"})
 
 #: forwardedProps parameters the Responses API takes as they are (``max_tokens``,
 #: ``reasoning_effort`` and ``tool_choice`` are mapped apart; the rest is Chat Completions only).
@@ -185,6 +192,8 @@ def _messages(
             state_note=state_prompt(run_input.state, config.state_schema) if shared else None,
             encrypted_reasoning=responses,
             part_of=responses_part if responses else chat_part,
+            # The Responses API's function_call_output takes images and files itself.
+            tool_media=RESPONSES_TOOL_MEDIA if responses else (),
         )
     except ValueError as exc:
         raise InvalidRunInputError(str(exc)) from exc

@@ -266,10 +266,13 @@ async def resumed_results(
     tools: ServerTools,
     observe: RunObservation | None = None,
     claims: ClaimStore | None = None,
+    *,
+    parts: bool = True,
 ) -> AsyncGenerator[ToolCallResultEvent, None]:
     """The results of the answered calls, against their own ids: a refusal for each call a
     person declined or cancelled, a readable error for an invalid edit (the tool not run),
-    and the approved ones run, as a turn's calls are, with the signed (or edited) arguments.
+    and the approved ones run, as a turn's calls are, with the signed (or edited) arguments
+    (their results as content parts where they have more than text, and ``parts`` allows).
 
     An approved call runs once: its interrupt is claimed in ``claims`` first, and a call whose
     claim is taken already is answered with ``ALREADY_RUN_STATEMENT``. ``ApprovalStoreError``
@@ -308,7 +311,7 @@ async def resumed_results(
                     observe.tool_calls_left([call.function.name], "already_run")
                 yield await tools.answer(call.id, ALREADY_RUN_STATEMENT)
         approved = [call for call in approved if call.id in fresh]
-    async with aclosing(tools.run(approved, observe)) as results:
+    async with aclosing(tools.run(approved, observe, parts=parts)) as results:
         async for result in results:
             yield result
 

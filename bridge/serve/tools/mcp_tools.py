@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shlex
@@ -23,6 +22,7 @@ import threading
 from collections.abc import Collection, Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
+import anyio.to_thread
 from ag_ui.core import ActivitySnapshotEvent
 
 from bridge.core.emitter import random_id
@@ -38,6 +38,8 @@ from bridge.serve.tools.mcp_apps import (
     server_hash,
     ui_of,
 )
+from bridge.serve.tools.mcp_content import result_parts, result_text
+from bridge.serve.tools.results import BIG_RESULT, parts_size
 from bridge.serve.tools.server_tools import (
     TOOL_NAME,
     ServerTool,
@@ -171,11 +173,15 @@ class McpServer:
         async def invoke(arguments: str) -> str | ToolOutput:
             values = json_arguments(arguments)
             result = await self._call(remote, values)
-            text = _result_text(result)
+            parts = result_parts(result)
+            if parts_size(parts) < BIG_RESULT:
+                text = result_text(result)
+            else:  # a big image's JSON is a pass over megabytes: off the event loop
+                text = await anyio.to_thread.run_sync(result_text, result)
             if result.is_error:
                 raise ToolError(text)
             if ui is None:
-                return text
+                return ToolOutput(text, parts=parts) if parts else text
             dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
             content = activity_content(dumped, ui, self.name, self.hash, values)
             activity = ActivitySnapshotEvent(
@@ -184,7 +190,7 @@ class McpServer:
                 content=content,
                 replace=True,
             )
-            return ToolOutput(text, (activity,))
+            return ToolOutput(text, (activity,), parts)
 
         schema = dict(listed.input_schema)
         schema.pop("title", None)
@@ -338,19 +344,6 @@ class _ServerLog:
     def close(self) -> None:
         """Our copy of the write end: the reader ends once the server's is closed too."""
         self.file.close()
-
-
-def _result_text(result: Any) -> str:
-    """What the model reads: the text blocks; other blocks (images, resources) as JSON."""
-    texts = []
-    for block in result.content:
-        if getattr(block, "type", None) == "text":
-            texts.append(block.text)
-        else:
-            texts.append(json.dumps(block.model_dump(mode="json", exclude_none=True)))
-    if not texts and result.structured_content is not None:
-        texts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(texts)
 
 
 def _connection_closed(exc: Exception) -> bool:

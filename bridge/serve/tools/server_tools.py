@@ -5,7 +5,9 @@ Python callables become one in ``python_tools``, MCP servers' tools in ``mcp_too
 ``ServerTools`` holds them by name and runs a turn's calls: in parallel (at most
 ``max_parallel`` of a run at once), each with a timeout, each answered with a
 ``TOOL_CALL_RESULT`` the model can read (a failure too: never a traceback or a secret), made
-ready as ``results`` says: redacted once, a big one off the event loop.
+ready as ``results`` says: redacted once, a big one off the event loop. A result with more than
+text (an MCP tool's image) is content parts for a client that takes them (AG-UI 1.0), its text
+for one that does not.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
-from ag_ui.core import BaseEvent, Tool, ToolCall, ToolCallResultEvent
+from ag_ui.core import BaseEvent, ContentPart, Tool, ToolCall, ToolCallResultEvent
 
 from bridge.core.emitter import IdFactory, random_id
 from bridge.serve.observe.facts import ToolOutcome
 from bridge.serve.observe.observation import RunObservation
+from bridge.serve.redact import Redactor
 from bridge.serve.tools.approvals import needs_approval
-from bridge.serve.tools.results import BIG_RESULT, ServerToolResult
+from bridge.serve.tools.results import BIG_RESULT, ServerToolResult, parts_size
 
 logger = logging.getLogger("agui_bridge")
 
@@ -42,10 +45,12 @@ class ToolError(Exception):
 @dataclass(frozen=True)
 class ToolOutput:
     """A tool's answer that brings more than its text: events sent after its result (an MCP
-    App's ``mcp-apps`` activity)."""
+    App's ``mcp-apps`` activity); the result as content parts (an MCP tool's image), which a
+    client that takes parts gets instead of ``text``."""
 
     text: str
     after: tuple[BaseEvent, ...] = ()
+    parts: tuple[ContentPart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class ServerTools:
         *,
         timeout: float = 30.0,
         max_parallel: int = 16,
-        redact: Callable[[str], str] = str,
+        redactor: Redactor | None = None,
         new_id: IdFactory = random_id,
         approve: Iterable[str] = (),
     ) -> None:
@@ -84,7 +89,7 @@ class ServerTools:
         #: Patterns of the tools whose calls wait for a person (``BridgeConfig.approve``).
         self.approve = tuple(approve)
         self._tools: dict[str, ServerTool] = {}
-        self._redact = redact
+        self._redactor = redactor if redactor is not None else Redactor(())
         self._new_id = new_id
         self.add(tools)
 
@@ -148,33 +153,46 @@ class ServerTools:
             for error in errors
         )
 
-    async def answer(self, call_id: str, content: str) -> ToolCallResultEvent:
-        """A result for a call that did not run (a person declined it, an invalid edit):
-        made ready as a tool's own result is."""
+    async def answer(
+        self, call_id: str, content: str, parts: Sequence[ContentPart] = ()
+    ) -> ToolCallResultEvent:
+        """A call's result: ``content``, its text, or ``parts`` when given; made ready (a big
+        one in a worker thread). A call that did not run (a person declined it, an invalid
+        edit) is answered so too."""
         event = ServerToolResult(
             message_id=self._new_id("msg"), tool_call_id=call_id, role="tool", content=""
         )
+        redact = self._redactor.redact
+        if parts:
+            if parts_size(parts) < BIG_RESULT:
+                return event.ready_parts(parts, self._redactor)
+            return await anyio.to_thread.run_sync(event.ready_parts, parts, self._redactor)
         if len(content) < BIG_RESULT:
-            return event.ready(content, self._redact)
-        return await anyio.to_thread.run_sync(event.ready, content, self._redact)
+            return event.ready(content, redact)
+        return await anyio.to_thread.run_sync(event.ready, content, redact)
 
     async def run(
-        self, calls: Sequence[ToolCall], observe: RunObservation | None = None
+        self,
+        calls: Sequence[ToolCall],
+        observe: RunObservation | None = None,
+        *,
+        parts: bool = True,
     ) -> AsyncGenerator[ToolCallResultEvent, None]:
         """Run the calls in parallel, at most ``max_parallel`` at once (the others wait their
         turn, in order); yield each one's result as it comes, and results that came together
         in the calls' order (``update_state``'s calls end in the order their patches applied,
         and their deltas must reach the client in that order). Leaving early (the client went
         away) cancels the calls still running, and the waiting ones never start. ``observe``:
-        the run's telemetry, told of each call."""
+        the run's telemetry, told of each call; ``parts``: the client takes results as content
+        parts (AG-UI 1.0; a 0.0.x client holds a result as text only)."""
         waiting = iter(calls)
         tasks: set[asyncio.Task[ToolCallResultEvent]] = set()
         order: dict[asyncio.Task[ToolCallResultEvent], int] = {}
         try:
-            tasks.update(self._start(waiting, self.max_parallel, observe, order))
+            tasks.update(self._start(waiting, self.max_parallel, observe, parts, order))
             while tasks:
                 done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                tasks.update(self._start(waiting, len(done), observe, order))
+                tasks.update(self._start(waiting, len(done), observe, parts, order))
                 for task in sorted(done, key=order.__getitem__):
                     yield task.result()
         finally:
@@ -188,25 +206,30 @@ class ServerTools:
         waiting: Iterator[ToolCall],
         count: int,
         observe: RunObservation | None,
+        parts: bool,
         order: dict[asyncio.Task[ToolCallResultEvent], int],
     ) -> Iterator[asyncio.Task[ToolCallResultEvent]]:
         """Start the next ``count`` calls, each task numbered in ``order`` as it is made."""
         for _, call in zip(range(count), waiting, strict=False):
-            task = asyncio.create_task(self._result(call, observe))
+            task = asyncio.create_task(self._result(call, observe, parts))
             order[task] = len(order)
             yield task
 
-    async def _result(self, call: ToolCall, observe: RunObservation | None) -> ToolCallResultEvent:
+    async def _result(
+        self, call: ToolCall, observe: RunObservation | None, parts: bool
+    ) -> ToolCallResultEvent:
         name = call.function.name
         watch = observe.tool(call) if observe is not None else None
         outcome: ToolOutcome = "error"
         after: tuple[BaseEvent, ...] = ()
+        content_parts: tuple[ContentPart, ...] = ()
         try:
             async with asyncio.timeout(self.timeout):
                 output = await self._tools[name].invoke(call.function.arguments)
             content, outcome = output if isinstance(output, str) else output.text, "ok"
             if isinstance(output, ToolOutput):
                 after = output.after
+                content_parts = output.parts if parts else ()
         except TimeoutError:
             content = f"Error: the tool {name} did not answer within {self.timeout:g} s."
             outcome = "timeout"
@@ -221,7 +244,7 @@ class ServerTools:
             raise
         if watch is not None:
             watch.end(outcome, content)
-        result = await self.answer(call.id, content)
+        result = await self.answer(call.id, content, content_parts)
         if after and isinstance(result, ServerToolResult):
             result.after = after
         return result
