@@ -55,6 +55,13 @@ def read_patch(arguments: str, *, max_depth: int) -> tuple[list[Any], int]:
     patch = value.get("patch") if isinstance(value, dict) else None
     if not isinstance(patch, list):
         raise PatchRefused("invalid", "'patch' must be a list of JSON Patch operations")
+    return patch, check_patch(patch, max_depth=max_depth)
+
+
+def check_patch(patch: list[Any], *, max_depth: int) -> int:
+    """The bytes of ``patch``'s JSON, once its depth, its text and its pointers are checked as
+    the module says (for a patch read from elsewhere than a model's arguments: a ``STATE_DELTA``
+    applied as the client applies it)."""
     if _depth_over(patch, max_depth + _ABOVE_VALUES):
         raise _too_deep(max_depth)
     try:
@@ -74,7 +81,7 @@ def read_patch(arguments: str, *, max_depth: int) -> tuple[list[Any], int]:
                     f"the pointer {pointer[:200]!r} goes into __proto__ or constructor/prototype, "
                     "which AG-UI clients refuse",
                 )
-    return patch, size
+    return size
 
 
 def apply_patch(
