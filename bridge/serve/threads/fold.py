@@ -144,9 +144,12 @@ class ThreadFold:
         """Apply one event (its JSON, camelCase); the fold changes none of the event's own lists
         and objects, then or later."""
         kind = event.get("type") if isinstance(event, dict) else None
-        handler = self._handlers.get(kind) if type(kind) is str else None
+        if type(kind) is not str:
+            self.skipped += 1  # not an event
+            return
+        handler = self._handlers.get(kind)
         if handler is None:
-            return  # one the client applies nothing of (CUSTOM, RAW…), or not an event
+            return  # one the client applies nothing of (CUSTOM, RAW…)
         try:
             if self._ended and kind not in _AFTER_THE_END:
                 raise _Skip  # the verifier: after the end, only a new run

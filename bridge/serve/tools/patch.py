@@ -91,6 +91,8 @@ def apply_patch(
     which is left as it is."""
     try:
         jsonpatch.JsonPatch(patch)  # every operation well formed before any runs
+        if _depth_over(state, max_depth):  # a state from elsewhere: copied below, recursively
+            raise _too_deep(max_depth)
         if size > max_bytes:
             raise PatchRefused(
                 "too_large", f"the new state would be over {max_bytes} bytes: the patch is {size}"
