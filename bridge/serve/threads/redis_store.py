@@ -1,0 +1,244 @@
+"""The Redis thread store (``--threads redis://HOST:PORT/DB``, ``rediss://``, ``unix://``,
+``valkey://``, ``valkeys://``): one store for replicas and workers, by the official ``redis``
+client's asyncio API (the ``redis`` extra), with the approval store's timeouts and retry.
+
+Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the values):
+
+- ``agui-bridge:thread:<owner>:<thread>``: a thread's document, expiring ``ttl`` after its save;
+- ``agui-bridge:threads:<owner>``: the owner's threads, a sorted set scored by the time of their
+  save, and ``agui-bridge:summaries:<owner>``: their summaries, a hash; both expire ``ttl``
+  after the owner's last save, so a list is one round trip;
+- ``agui-bridge:run:<run>``: a run's owner, thread and whether it ended, a hash, and
+  ``agui-bridge:events:<run>``: its events, a Stream with an entry per batch whose id is the
+  batch's last frame number (``<last>-0``; the end with no frames ``<last>-1``), so "the batches
+  after frame ``n``" is a read after id ``n-0``; both kept ``RUN_ALIVE`` after each batch while
+  the run goes, ``RUN_KEPT`` after its end;
+- ``agui-bridge:cancel:<run>``: a cancel asked, ``CANCEL_KEPT``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from bridge.core.upstream_url import shown_url
+from bridge.serve.threads import store
+from bridge.serve.threads.records import (
+    CANCEL_KEPT,
+    RUN_ALIVE,
+    digest,
+    frames_from_json,
+    frames_json,
+    summary_from_json,
+    summary_json,
+)
+from bridge.serve.threads.store import Batch, RunInfo, ThreadStoreError, ThreadSummary
+from bridge.serve.tools.claims import REDIS_TIMEOUT, redis_client
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.typing import EncodableT, FieldT
+
+_PREFIX = "agui-bridge:"
+#: What ``available`` writes (no owner's or run's key: those end in hex digests), and for how
+#: long (ms).
+_HEALTH_KEY = _PREFIX + "health:threads"
+_HEALTH_TTL_MS = 60_000
+#: The longest ``run_events`` waits for a batch (seconds); a longer wait is cut to it. The
+#: blocking read's connection waits this long for an answer, plus ``REDIS_TIMEOUT``.
+LONGEST_WAIT = 30.0
+
+
+def _ms(seconds: float) -> int:
+    return max(int(seconds * 1000), 1)
+
+
+def _bytes(value: bytes | str) -> bytes:
+    """A value as stored (the client decodes no answers: always bytes; its types say either)."""
+    return value if isinstance(value, bytes) else value.encode()
+
+
+class RedisThreads:
+    """Threads and runs' events in Redis or Valkey (module docstring). An owner keeps at most
+    ``max_threads`` threads: a save beyond it forgets the owner's least recently saved."""
+
+    shared = True
+
+    def __init__(self, url: str, *, ttl: float, max_threads: int = 1000) -> None:
+        self.shown = shown_url(url)
+        self._ttl = ttl
+        self._max_threads = max_threads
+        self._client: Redis = redis_client(url)
+        # A blocking XREAD holds its connection for the whole block: a pool of its own, whose
+        # connections wait for an answer longer than the longest block.
+        self._blocking: Redis = redis_client(url, socket_timeout=LONGEST_WAIT + REDIS_TIMEOUT)
+
+    @contextmanager
+    def _asked(self) -> Iterator[None]:
+        """What the store or its connection raises becomes ``ThreadStoreError``."""
+        try:
+            yield
+        except ThreadStoreError:
+            raise
+        except Exception as exc:  # redis-py's errors, the socket's under them, what it sent
+            raise ThreadStoreError(
+                f"the thread store at {self.shown} cannot be reached ({type(exc).__name__})"
+            ) from exc
+
+    # --- threads ------------------------------------------------------------------------------
+
+    def _document_key(self, owner: str, thread: str) -> str:
+        return f"{_PREFIX}thread:{owner}:{thread}"
+
+    async def load(self, owner: str, thread_id: str) -> bytes | None:
+        with self._asked():
+            document = await self._client.get(self._document_key(digest(owner), digest(thread_id)))
+        return None if document is None else _bytes(document)
+
+    async def save(
+        self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
+    ) -> None:
+        owner, thread, now, ttl = digest(owner), digest(thread_id), time.time(), _ms(self._ttl)
+        listed, summaries = f"{_PREFIX}threads:{owner}", f"{_PREFIX}summaries:{owner}"
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(self._document_key(owner, thread), document, px=ttl)
+                pipe.zadd(listed, {thread: now})
+                pipe.hset(summaries, thread, summary_json(summary))
+                pipe.pexpire(listed, ttl)
+                pipe.pexpire(summaries, ttl)
+                # What went: expired (their documents with them), and the oldest beyond the bound.
+                pipe.zrangebyscore(listed, "-inf", now - self._ttl)
+                pipe.zrevrange(listed, self._max_threads, -1)
+                *_, expired, beyond = await pipe.execute()
+            gone = {_bytes(member).decode() for member in (*expired, *beyond)}
+            if gone:
+                async with self._client.pipeline(transaction=True) as pipe:
+                    pipe.zrem(listed, *gone)
+                    pipe.hdel(summaries, *gone)
+                    pipe.delete(*(self._document_key(owner, member) for member in gone))
+                    await pipe.execute()
+
+    async def threads(self, owner: str) -> list[ThreadSummary]:
+        owner = digest(owner)
+        with self._asked():
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.zrevrangebyscore(f"{_PREFIX}threads:{owner}", "+inf", time.time() - self._ttl)
+                pipe.hgetall(f"{_PREFIX}summaries:{owner}")
+                listed, summaries = await pipe.execute()
+            return [summary_from_json(summaries[m]) for m in listed if m in summaries]
+
+    async def forget(self, owner: str, thread_id: str) -> bool:
+        owner, thread = digest(owner), digest(thread_id)
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(self._document_key(owner, thread))
+                pipe.zrem(f"{_PREFIX}threads:{owner}", thread)
+                pipe.hdel(f"{_PREFIX}summaries:{owner}", thread)
+                deleted, *_ = await pipe.execute()
+        return bool(deleted)
+
+    # --- runs ---------------------------------------------------------------------------------
+
+    async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
+        run = digest(run_id)
+        info: dict[FieldT, EncodableT] = {
+            "run": run_id,
+            "owner": owner,
+            "thread": thread_id,
+            "ended": "0",
+        }
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(f"{_PREFIX}events:{run}")
+                pipe.delete(f"{_PREFIX}run:{run}")
+                pipe.hset(f"{_PREFIX}run:{run}", mapping=info)
+                pipe.pexpire(f"{_PREFIX}run:{run}", _ms(RUN_ALIVE))
+                await pipe.execute()
+
+    async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
+        if not batch.frames and not ended:
+            return
+        run = digest(run_id)
+        events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
+        fields: dict[FieldT, EncodableT] = {"first": batch.first, "frames": frames_json(batch)}
+        if ended:
+            fields["end"] = 1
+        kept = _ms(store.RUN_KEPT if ended else RUN_ALIVE)
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.xadd(events, fields, id=f"{batch.last}-{0 if batch.frames else 1}")
+                if ended:
+                    pipe.hset(info, "ended", "1")
+                pipe.pexpire(events, kept)
+                pipe.pexpire(info, kept)
+                added, *_ = await pipe.execute(raise_on_error=False)
+            # The one retry after a lost answer finds the batch in: it was added.
+            if isinstance(added, Exception) and "equal or smaller" not in str(added):
+                raise added
+
+    async def run_info(self, run_id: str) -> RunInfo | None:
+        with self._asked():
+            info = await self._client.hgetall(f"{_PREFIX}run:{digest(run_id)}")
+            if not info:
+                return None
+            return RunInfo(
+                owner=_bytes(info[b"owner"]).decode(),
+                thread_id=_bytes(info[b"thread"]).decode(),
+                ended=_bytes(info[b"ended"]) == b"1",
+            )
+
+    async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
+        """One round trip for what is there and whether the run ended; then, with nothing
+        there and the run going, a blocking read (on its own connection) for up to ``wait``
+        seconds (at most ``LONGEST_WAIT``)."""
+        run = digest(run_id)
+        events, since = f"{_PREFIX}events:{run}", f"{after}-0"
+        with self._asked():
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xread({events: since})
+                pipe.hget(f"{_PREFIX}run:{run}", "ended")
+                read, ended = await pipe.execute()
+            if not read and ended != b"1" and wait > 0:
+                # From the same id: a batch added since the first read is returned at once.
+                block = _ms(min(wait, LONGEST_WAIT))
+                read = await self._blocking.xread({events: since}, block=block)
+            return _batches(read)
+
+    # --- cancels ------------------------------------------------------------------------------
+
+    async def cancel(self, run_id: str) -> None:
+        with self._asked():
+            await self._client.set(f"{_PREFIX}cancel:{digest(run_id)}", b"1", px=_ms(CANCEL_KEPT))
+
+    async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        with self._asked():
+            asked = await self._client.mget([f"{_PREFIX}cancel:{digest(i)}" for i in run_ids])
+        return [run_id for run_id, value in zip(run_ids, asked, strict=True) if value is not None]
+
+    async def available(self) -> bool:
+        # A write, as a save is: a Redis may answer PING and refuse writes (a read-only
+        # replica, full memory with noeviction, an ACL).
+        try:
+            return bool(await self._client.set(_HEALTH_KEY, b"1", px=_HEALTH_TTL_MS))
+        except Exception:
+            return False
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        await self._blocking.aclose()
+
+
+def _batches(read: Any) -> list[Batch]:
+    """The batches of an ``XREAD`` of one stream (its end with no frames left out)."""
+    batches = []
+    for _, entries in read or ():
+        for _, fields in entries:
+            frames = frames_from_json(fields[b"frames"])
+            if frames:
+                batches.append(Batch(int(fields[b"first"]), frames))
+    return batches
