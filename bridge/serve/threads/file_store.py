@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -125,6 +125,11 @@ class FileThreads:
             with os.fdopen(handle, "wb") as file:
                 file.write(summary_json(summary) + b"\n")
                 file.write(document)
+                # The save's time to the nanosecond (a file's own times move by the kernel's
+                # tick): the order of saves, for the list and the bound.
+                file.flush()
+                saved = time.time_ns()
+                os.utime(file.fileno(), ns=(saved, saved))
             os.replace(temporary, folder / name)
         except BaseException:
             with suppress(FileNotFoundError):
@@ -138,10 +143,10 @@ class FileThreads:
             names = [entry.name for entry in entries if not entry.name.startswith(".")]
         if len(names) <= self._max_threads:
             return
-        saved: list[tuple[float, str]] = []
+        saved: list[tuple[int, str]] = []
         for name in names:
             with suppress(FileNotFoundError):
-                saved.append((os.stat(folder / name).st_mtime, name))
+                saved.append((os.stat(folder / name).st_mtime_ns, name))
         saved.sort()
         for _, name in saved[: len(saved) - self._max_threads]:
             with suppress(FileNotFoundError):
@@ -151,7 +156,7 @@ class FileThreads:
         return await self._run(self._threads, self._owner_folder(owner))
 
     def _threads(self, folder: Path) -> list[ThreadSummary]:
-        now, found = time.time(), list[tuple[float, ThreadSummary]]()
+        now, found = time.time(), list[tuple[int, ThreadSummary]]()
         try:
             with os.scandir(folder) as entries:
                 names = [entry.name for entry in entries if not entry.name.startswith(".")]
@@ -160,8 +165,8 @@ class FileThreads:
         for name in names:
             try:
                 with (folder / name).open("rb") as file:
-                    modified = os.fstat(file.fileno()).st_mtime
-                    if self._alive(modified, now):
+                    modified = os.fstat(file.fileno()).st_mtime_ns
+                    if self._alive(modified / 1e9, now):
                         found.append((modified, summary_from_json(file.readline())))
             except FileNotFoundError:  # forgotten or swept since the folder was listed
                 continue
@@ -212,25 +217,34 @@ class FileThreads:
         return await self._run(self._info, run_id)
 
     def _info(self, run_id: str) -> RunInfo | None:
+        opened = self._open_run(run_id)
+        if opened is None:
+            return None
+        file, head, ended = opened
+        file.close()
+        fields = json.loads(head)
+        return RunInfo(owner=fields["owner"], thread_id=fields["thread"], ended=ended)
+
+    def _open_run(self, run_id: str) -> tuple[BinaryIO, bytes, bool] | None:
+        """The run's events file, open past its head; the head; whether the run ended.
+        ``None`` when the store keeps no events of it: never begun here (or being begun),
+        ended ``RUN_KEPT`` ago, or silent ``RUN_ALIVE`` since its last batch."""
         now = time.time()
-        try:
+        try:  # before the file is read: whoever sees the marker then finds every batch
             ended: float | None = self._run_path(run_id, ".ended").stat().st_mtime
         except FileNotFoundError:
             ended = None
         try:
-            with self._run_path(run_id, ".events").open("rb") as file:
-                head = file.readline()
-                written = os.fstat(file.fileno()).st_mtime
+            file = self._run_path(run_id, ".events").open("rb")
         except FileNotFoundError:
             return None
-        if not head.endswith(b"\n"):  # being begun: nothing to follow yet
+        head = file.readline()
+        written = os.fstat(file.fileno()).st_mtime
+        kept_until = written + RUN_ALIVE if ended is None else ended + store.RUN_KEPT
+        if kept_until <= now or not head.endswith(b"\n"):
+            file.close()
             return None
-        if ended is not None and ended + store.RUN_KEPT <= now:
-            return None
-        if ended is None and written + RUN_ALIVE <= now:
-            return None
-        fields = json.loads(head)
-        return RunInfo(owner=fields["owner"], thread_id=fields["thread"], ended=ended is not None)
+        return file, head, ended is not None
 
     async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
         """Read what the run's file holds after ``after``; while there is none and the run
@@ -244,19 +258,15 @@ class FileThreads:
 
     def _read(self, run_id: str, after: int) -> tuple[list[Batch], bool]:
         """The batches after ``after`` complete in the file, and whether the run goes on."""
-        going = not self._run_path(run_id, ".ended").exists()  # before reading: see above
-        try:
-            file = self._run_path(run_id, ".events").open("rb")
-        except FileNotFoundError:
+        opened = self._open_run(run_id)
+        if opened is None:
             return [], False
+        file, head, ended = opened
         with file:
             with self._positions_lock:
                 offset, last = self._positions.get(run_id, (0, 0))
             if offset == 0 or last > after or offset > os.fstat(file.fileno()).st_size:
-                head = file.readline()  # from the first batch, past the head
-                if not head.endswith(b"\n"):
-                    return [], going
-                offset, last = len(head), 0
+                offset, last = len(head), 0  # from the first batch
             file.seek(offset)
             data = file.read()
         whole = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
@@ -272,7 +282,7 @@ class FileThreads:
             self._positions.move_to_end(run_id)
             while len(self._positions) > _POSITIONS:
                 self._positions.popitem(last=False)
-        return batches, going
+        return batches, not ended
 
     # --- cancels ------------------------------------------------------------------------------
 
