@@ -61,7 +61,7 @@ REMOVED = [
 
 SERVE = PACKAGE / "serve"
 #: The serving layer's rooms, and the one module all of them use.
-ROOMS = {"http", "run", "tools", "upstream", "observe"}
+ROOMS = {"http", "threads", "run", "tools", "upstream", "observe"}
 SERVE_ENTRIES = {*ROOMS, "redact.py", "__init__.py"}
 README = PACKAGE.parent / "README.md"
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
