@@ -238,6 +238,58 @@ async def test_a_save_beyond_max_threads_forgets_the_least_recently_saved(
     assert loaded == [b"t1 again", None, b"t3", b"t4"]
 
 
+async def test_redis_forgets_what_went_from_the_owners_list_and_summaries(
+    redis: RedisServer,
+) -> None:
+    """The owner's list and summaries hold the threads kept, no more: a thread beyond the bound
+    and one expired leave both (and their documents) at the next save, so an owner who saves
+    new threads for ever keeps a bounded hash."""
+    from redis.asyncio import Redis
+
+    admin = Redis.from_url(redis.url)
+    owner = digest(OWNER)
+    try:
+        async with opened(redis.url, ttl=1.0, max_threads=3) as kept:
+            for thread_id in ["t1", "t2", "t3", "t4"]:
+                await keep(kept, thread_id, b"{}")
+            beyond = (
+                await admin.hlen(f"agui-bridge:summaries:{owner}"),
+                await admin.zcard(f"agui-bridge:threads:{owner}"),
+            )
+            await anyio.sleep(1.2)
+            await keep(kept, "t5", b"{}")
+            after_expiry = await admin.hkeys(f"agui-bridge:summaries:{owner}")
+            documents = await admin.keys(f"agui-bridge:thread:{owner}:*")
+    finally:
+        await admin.aclose()
+    assert beyond == (3, 3)
+    assert after_expiry == [digest("t5").encode()]
+    assert documents == [f"agui-bridge:thread:{owner}:{digest('t5')}".encode()]
+
+
+async def test_stray_files_and_folders_in_the_file_store_stop_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder or a file that is none of the store's among its threads, runs and cancels (an
+    operator's, a backup tool's) is left alone: listing, saving, bounding and sweeping go on."""
+    monkeypatch.setattr(file_store, "SWEEP_EVERY", 0.0)
+    owner_folder = tmp_path / "threads" / digest(OWNER)
+    for folder in [
+        owner_folder / "a-folder",
+        tmp_path / "runs" / "x.ended",
+        tmp_path / "cancels" / "y",
+    ]:
+        folder.mkdir(parents=True)
+    (tmp_path / "threads" / "stray-file").write_text("not an owner")
+    async with opened(tmp_path.as_uri(), max_threads=1) as kept:
+        await keep(kept, "t1", b"one")
+        await keep(kept, "t2", b"two")
+        listed = [s.id for s in await kept.threads(OWNER)]
+        loaded = await kept.load(OWNER, "t2")
+    assert listed == ["t2"] and loaded == b"two"
+    assert (owner_folder / "a-folder").is_dir()
+
+
 async def test_the_memory_store_bounds_its_threads_in_all_owners() -> None:
     """The memory store is bounded in all (it is one process's memory), the shared stores per
     owner: a save beyond the bound forgets the least recently saved thread, whoever's."""

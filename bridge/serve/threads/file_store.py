@@ -83,6 +83,10 @@ class FileThreads:
             raise ThreadStoreError(
                 f"the thread store {self.shown} failed: {exc.strerror or exc}"
             ) from exc
+        except (ValueError, KeyError) as exc:  # a file in it that is none of ours
+            raise ThreadStoreError(
+                f"the thread store {self.shown} holds a file it cannot read ({type(exc).__name__})"
+            ) from exc
 
     # --- threads ------------------------------------------------------------------------------
 
@@ -139,8 +143,7 @@ class FileThreads:
 
     def _bound(self, folder: Path) -> None:
         """Forget the owner's least recently saved threads beyond ``max_threads``."""
-        with os.scandir(folder) as entries:
-            names = [entry.name for entry in entries if not entry.name.startswith(".")]
+        names = _thread_names(folder)
         if len(names) <= self._max_threads:
             return
         saved: list[tuple[int, str]] = []
@@ -157,12 +160,7 @@ class FileThreads:
 
     def _threads(self, folder: Path) -> list[ThreadSummary]:
         now, found = time.time(), list[tuple[int, ThreadSummary]]()
-        try:
-            with os.scandir(folder) as entries:
-                names = [entry.name for entry in entries if not entry.name.startswith(".")]
-        except FileNotFoundError:
-            return []
-        for name in names:
+        for name in _thread_names(folder):
             try:
                 with (folder / name).open("rb") as file:
                     modified = os.fstat(file.fileno()).st_mtime_ns
@@ -323,20 +321,22 @@ class FileThreads:
         """Remove expired threads (and owners' folders left empty), runs kept ``RUN_KEPT``
         past their end (or ``RUN_ALIVE`` past their last batch) and old cancels."""
         for owner in _entries(self.folder / "threads"):
+            if not owner.is_dir(follow_symlinks=False):
+                continue  # none of ours: owners are folders
             for thread in _entries(owner.path):
                 kept = _LEFT_OVER if thread.name.startswith(".") else self._ttl
-                _remove_if_older(thread.path, now - kept)
+                _remove_if_older(thread, now - kept)
             with suppress(OSError):  # not empty: a thread is left, or was saved just now
                 os.rmdir(owner.path)
         for run in _entries(self.folder / "runs"):
             suffix = run.name.rpartition(".")[2]
-            if suffix == "ended" and _remove_if_older(run.path, now - store.RUN_KEPT):
+            if suffix == "ended" and _remove_if_older(run, now - store.RUN_KEPT):
                 with suppress(FileNotFoundError):
                     os.unlink(run.path[: -len("ended")] + "events")
             elif suffix == "events" and not os.path.exists(run.path[: -len("events")] + "ended"):
-                _remove_if_older(run.path, now - RUN_ALIVE)
+                _remove_if_older(run, now - RUN_ALIVE)
         for cancel in _entries(self.folder / "cancels"):
-            _remove_if_older(cancel.path, now - CANCEL_KEPT)
+            _remove_if_older(cancel, now - CANCEL_KEPT)
 
     async def available(self) -> bool:
         return await anyio.to_thread.run_sync(
@@ -355,12 +355,22 @@ def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def _remove_if_older(path: str, than: float) -> bool:
-    """Remove the file at ``path`` if it was last modified before ``than``."""
+def _thread_names(folder: Path) -> list[str]:
+    """The names of an owner's threads (files; not a temporary one being saved)."""
+    return [
+        entry.name
+        for entry in _entries(folder)
+        if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)
+    ]
+
+
+def _remove_if_older(entry: os.DirEntry[str], than: float) -> bool:
+    """Remove the file ``entry`` if it was last modified before ``than`` (a folder there is
+    none of ours: it stays, and the sweep goes on)."""
     try:
-        if os.stat(path).st_mtime >= than:
+        if not entry.is_file(follow_symlinks=False) or os.stat(entry.path).st_mtime >= than:
             return False
-        os.unlink(path)
+        os.unlink(entry.path)
     except FileNotFoundError:  # another process removed it first
         return False
     return True

@@ -51,6 +51,25 @@ _HEALTH_TTL_MS = 60_000
 LONGEST_WAIT = 30.0
 
 
+#: Forgets the owner's threads that went (``KEYS``: the owner's list and summaries; ``ARGV``:
+#: the time before which a save has expired, ``max_threads``, the prefix of the owner's
+#: documents' keys): expired ones (their documents expired with them) and the least recently
+#: saved beyond the bound. In the save's transaction, so that no save in between is forgotten,
+#: and so that an owner's summaries never outgrow the threads kept.
+_FORGET_GONE = """
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for _, member in ipairs(redis.call('ZREVRANGE', KEYS[1], tonumber(ARGV[2]), -1)) do
+  table.insert(gone, member)
+end
+for _, member in ipairs(gone) do
+  redis.call('ZREM', KEYS[1], member)
+  redis.call('HDEL', KEYS[2], member)
+  redis.call('DEL', ARGV[3] .. member)
+end
+return #gone
+"""
+
+
 def _ms(seconds: float) -> int:
     return max(int(seconds * 1000), 1)
 
@@ -109,17 +128,16 @@ class RedisThreads:
                 pipe.hset(summaries, thread, summary_json(summary))
                 pipe.pexpire(listed, ttl)
                 pipe.pexpire(summaries, ttl)
-                # What went: expired (their documents with them), and the oldest beyond the bound.
-                pipe.zrangebyscore(listed, "-inf", now - self._ttl)
-                pipe.zrevrange(listed, self._max_threads, -1)
-                *_, expired, beyond = await pipe.execute()
-            gone = {_bytes(member).decode() for member in (*expired, *beyond)}
-            if gone:
-                async with self._client.pipeline(transaction=True) as pipe:
-                    pipe.zrem(listed, *gone)
-                    pipe.hdel(summaries, *gone)
-                    pipe.delete(*(self._document_key(owner, member) for member in gone))
-                    await pipe.execute()
+                pipe.eval(
+                    _FORGET_GONE,
+                    2,
+                    listed,
+                    summaries,
+                    now - self._ttl,
+                    self._max_threads,
+                    self._document_key(owner, ""),
+                )
+                await pipe.execute()
 
     async def threads(self, owner: str) -> list[ThreadSummary]:
         owner = digest(owner)
