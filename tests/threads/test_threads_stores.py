@@ -436,6 +436,33 @@ async def test_an_ended_run_is_not_waited_for_and_an_unknown_run_has_no_events(
 
 
 @pytest.mark.parametrize("kind", SHARED)
+@pytest.mark.parametrize("frames_before", [0, 2])
+async def test_a_run_ended_by_a_batch_of_no_frames_ends_its_followers_wait(
+    kind: str, frames_before: int, url_of: Callable[[str], str]
+) -> None:
+    """A run whose terminal batch holds no frames (the end said apart from the last frames, or
+    a run that ended before its first): a follower waiting on another instance stops waiting
+    with nothing, and the run reads as ended (order, not time: the follower is done before a
+    task that waits two seconds is, though it would have waited thirty)."""
+    url = url_of(kind)
+    async with opened(url) as kept, opened(url) as other:
+        await kept.run_begin("run-0", OWNER, "t1")
+        if frames_before:
+            await kept.run_append("run-0", Batch(1, frames(1, frames_before)))
+        follower = asyncio.ensure_future(other.run_events("run-0", frames_before, wait=30))
+        await anyio.sleep(0.3)
+        await kept.run_append("run-0", Batch(frames_before + 1, []), ended=True)
+        sleeper = asyncio.ensure_future(anyio.sleep(2))
+        done, _ = await asyncio.wait({follower, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        assert done == {follower} and follower.result() == []
+        info = await other.run_info("run-0")
+        everything = await other.run_events("run-0", 0, wait=0)
+        await sleeper
+    assert info is not None and info.ended
+    assert after(everything, 0) == frames(1, frames_before)
+
+
+@pytest.mark.parametrize("kind", SHARED)
 async def test_a_runs_events_are_kept_RUN_KEPT_after_its_end(
     kind: str, url_of: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

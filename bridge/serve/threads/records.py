@@ -16,9 +16,9 @@ from bridge.serve.threads.store import Batch, ThreadSummary
 #: Seconds a cancel waits for the process that runs the run to see it (it looks every second
 #: or so); past that the run has ended or the process is gone.
 CANCEL_KEPT = 60.0
-#: Seconds a run's events are kept after its last batch while it has not ended: a process that
-#: died mid-run leaves none behind for long. A run bounded by its own timeout writes well
-#: within it.
+#: Seconds a run's events are kept after its last batch while it has not ended (Redis: after
+#: the last refresh of their expiry, once a minute): a process that died mid-run leaves none
+#: behind for long. A run bounded by its own timeout writes well within it.
 RUN_ALIVE = 3600.0
 
 

@@ -10,15 +10,17 @@ Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the 
   after the owner's last save, so a list is one round trip;
 - ``agui-bridge:run:<run>``: a run's owner, thread and whether it ended, a hash, and
   ``agui-bridge:events:<run>``: its events, a Stream with an entry per batch whose id is the
-  batch's last frame number (``<last>-0``; the end with no frames ``<last>-1``), so "the batches
-  after frame ``n``" is a read after id ``n-0``; both kept ``RUN_ALIVE`` after each batch while
-  the run goes, ``RUN_KEPT`` after its end;
+  batch's last frame number (``<last>-0``; the end with no frames ``<last>-2``, and the entry
+  of no frames that begins it ``0-1``), so "the batches after frame ``n``" is a read after id
+  ``n-0``; both kept ``RUN_ALIVE`` while the run goes (refreshed once a minute), ``RUN_KEPT``
+  after its end;
 - ``agui-bridge:cancel:<run>``: a cancel asked, ``CANCEL_KEPT``.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -70,6 +72,12 @@ return #gone
 """
 
 
+#: Seconds between two refreshes of a going run's expiry (``RUN_ALIVE``, an hour ahead).
+_REFRESH_EVERY = 60.0
+#: Going runs whose last refresh is remembered (one forgotten is refreshed at its next batch).
+_REFRESHES = 10_000
+
+
 def _ms(seconds: float) -> int:
     return max(int(seconds * 1000), 1)
 
@@ -93,6 +101,9 @@ class RedisThreads:
         # A blocking XREAD holds its connection for the whole block: a pool of its own, whose
         # connections wait for an answer longer than the longest block.
         self._blocking: Redis = redis_client(url, socket_timeout=LONGEST_WAIT + REDIS_TIMEOUT)
+        # run id → when its keys' expiry was last refreshed (time.monotonic()), runs of this
+        # process going on
+        self._refreshes: OrderedDict[str, float] = OrderedDict()
 
     @contextmanager
     def _asked(self) -> Iterator[None]:
@@ -162,7 +173,8 @@ class RedisThreads:
 
     async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
         run = digest(run_id)
-        info: dict[FieldT, EncodableT] = {
+        events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
+        fields: dict[FieldT, EncodableT] = {
             "run": run_id,
             "owner": owner,
             "thread": thread_id,
@@ -170,32 +182,53 @@ class RedisThreads:
         }
         with self._asked():
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.delete(f"{_PREFIX}events:{run}")
-                pipe.delete(f"{_PREFIX}run:{run}")
-                pipe.hset(f"{_PREFIX}run:{run}", mapping=info)
-                pipe.pexpire(f"{_PREFIX}run:{run}", _ms(RUN_ALIVE))
+                pipe.delete(events, info)
+                pipe.hset(info, mapping=fields)
+                # An entry of no frames, so that the stream exists to expire from now on.
+                pipe.xadd(events, {"first": 1, "frames": "[]"}, id="0-1")
+                pipe.pexpire(info, _ms(RUN_ALIVE))
+                pipe.pexpire(events, _ms(RUN_ALIVE))
                 await pipe.execute()
+        self._refreshed(run_id, time.monotonic())
 
     async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
+        """One command per batch (each costs the client's CPU, per token when a batch is a
+        token): the expiry is refreshed once a minute, and at the end."""
         if not batch.frames and not ended:
             return
-        run = digest(run_id)
+        run, now = digest(run_id), time.monotonic()
         events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
         fields: dict[FieldT, EncodableT] = {"first": batch.first, "frames": frames_json(batch)}
+        last_refresh = self._refreshes.get(run_id)
+        refresh = ended or last_refresh is None or now - last_refresh >= _REFRESH_EVERY
         if ended:
             fields["end"] = 1
-        kept = _ms(store.RUN_KEPT if ended else RUN_ALIVE)
         with self._asked():
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.xadd(events, fields, id=f"{batch.last}-{0 if batch.frames else 1}")
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xadd(events, fields, id=f"{batch.last}-{0 if batch.frames else 2}")
                 if ended:
                     pipe.hset(info, "ended", "1")
-                pipe.pexpire(events, kept)
-                pipe.pexpire(info, kept)
-                added, *_ = await pipe.execute(raise_on_error=False)
+                if refresh:
+                    kept = _ms(store.RUN_KEPT if ended else RUN_ALIVE)
+                    pipe.pexpire(events, kept)
+                    pipe.pexpire(info, kept)
+                added, *others = await pipe.execute(raise_on_error=False)
             # The one retry after a lost answer finds the batch in: it was added.
-            if isinstance(added, Exception) and "equal or smaller" not in str(added):
-                raise added
+            if isinstance(added, Exception) and "equal or smaller" in str(added):
+                added = None
+            for result in (added, *others):
+                if isinstance(result, Exception):
+                    raise result
+        if ended:
+            self._refreshes.pop(run_id, None)
+        elif refresh:
+            self._refreshed(run_id, now)
+
+    def _refreshed(self, run_id: str, now: float) -> None:
+        self._refreshes[run_id] = now
+        self._refreshes.move_to_end(run_id)
+        while len(self._refreshes) > _REFRESHES:  # a run forgotten here is refreshed at once
+            self._refreshes.popitem(last=False)
 
     async def run_info(self, run_id: str) -> RunInfo | None:
         with self._asked():
