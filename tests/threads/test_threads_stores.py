@@ -319,10 +319,14 @@ async def test_ids_of_any_characters_are_kept_apart_and_never_name_a_path_or_key
             await kept.cancel(run_id)
         cancelled = await kept.cancelled([*ODD_IDS, "never"])
         if kind != "memory":
-            await kept.run_begin(ODD_IDS[0], OWNER, ODD_IDS[1])
-            await kept.run_append(ODD_IDS[0], Batch(1, ["data: {}\n\n"]), ended=True)
-            info = await kept.run_info(ODD_IDS[0])
-            assert (info.owner, info.thread_id, info.ended) == (OWNER, ODD_IDS[1], True)
+            for run_id in ODD_IDS:
+                await kept.run_begin(run_id, OWNER, run_id)
+                await kept.run_append(run_id, Batch(1, [f"data: {run_id!r}\n\n"]), ended=True)
+            for run_id in ODD_IDS:
+                info = await kept.run_info(run_id)
+                assert (info.owner, info.thread_id, info.ended) == (OWNER, run_id, True)
+                [read] = await kept.run_events(run_id, 0, wait=0)
+                assert read.frames == (f"data: {run_id!r}\n\n",)
     assert loaded == [f"doc {index}".encode() for index in range(len(ODD_IDS))]
     assert listed == set(ODD_IDS)
     assert cancelled == ODD_IDS[:3]

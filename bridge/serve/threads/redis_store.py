@@ -8,7 +8,7 @@ Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the 
 - ``agui-bridge:threads:<owner>``: the owner's threads, a sorted set scored by the time of their
   save, and ``agui-bridge:summaries:<owner>``: their summaries, a hash; both expire ``ttl``
   after the owner's last save, so a list is one round trip;
-- ``agui-bridge:run:<run>``: a run's owner, thread and whether it ended, a hash, and
+- ``agui-bridge:run:<run>``: a run's owner and thread (JSON) and whether it ended, a hash, and
   ``agui-bridge:events:<run>``: its events, a Stream with an entry per batch whose id is the
   batch's last frame number (``<last>-0``; the end with no frames ``<last>-2``, and the entry
   of no frames that begins it ``0-1``), so "the batches after frame ``n``" is a read after id
@@ -19,6 +19,7 @@ Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the 
 
 from __future__ import annotations
 
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -174,12 +175,9 @@ class RedisThreads:
     async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
         run = digest(run_id)
         events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
-        fields: dict[FieldT, EncodableT] = {
-            "run": run_id,
-            "owner": owner,
-            "thread": thread_id,
-            "ended": "0",
-        }
+        # The client's ids as ASCII JSON: any string, a lone surrogate too, is stored as it came.
+        whose = json.dumps({"run": run_id, "owner": owner, "thread": thread_id})
+        fields: dict[FieldT, EncodableT] = {"whose": whose, "ended": "0"}
         with self._asked():
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.delete(events, info)
@@ -235,11 +233,9 @@ class RedisThreads:
             info = await self._client.hgetall(f"{_PREFIX}run:{digest(run_id)}")
             if not info:
                 return None
-            return RunInfo(
-                owner=_bytes(info[b"owner"]).decode(),
-                thread_id=_bytes(info[b"thread"]).decode(),
-                ended=_bytes(info[b"ended"]) == b"1",
-            )
+            whose = json.loads(info[b"whose"])
+            ended = _bytes(info[b"ended"]) == b"1"
+            return RunInfo(owner=whose["owner"], thread_id=whose["thread"], ended=ended)
 
     async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
         """One round trip for what is there and whether the run ended; then, with nothing
