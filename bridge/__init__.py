@@ -7,7 +7,7 @@ Code map (the layers, each using only those below it; an import-linter contract 
 ``bridge/config.py``          ``BridgeConfig``, shared by the layers above
 ``bridge/serve/``             HTTP in and out, in rooms, each on those below it:
 ``bridge/serve/http/``        the HTTP face: the app, a module per request kind, frames, SSE
-``bridge/serve/threads/``     threads kept (--threads): the store, a run folded into its thread
+``bridge/serve/threads/``     threads kept (--threads): runs kept as they go, the fold, stores
 ``bridge/serve/run/``         one run: the loop, its requests' bodies, transcript, approvals
 ``bridge/serve/tools/``       server tools: Python, MCP, MCP Apps, approvals, results
 ``bridge/serve/upstream/``    the model server: client, failures, transport, SSE, recording

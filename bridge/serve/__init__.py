@@ -3,6 +3,8 @@
 - ``http``: the HTTP face: the ASGI app, a module per request kind (a run, a widget's proxied
   request, health, capabilities, metrics) on the state they share, the ``RunAgentInput`` read
   from a body, events as frames for the client's protocol, the SSE response;
+- ``threads``: the threads kept (``--threads``): where (memory, a folder, Redis), per owner,
+  with the events of the runs going on in them, for a client that reloads;
 - ``run``: one run, whatever the client: the loop of model turns and server tools, the body each
   turn sends, what the run adds to the conversation, the approvals it answers;
 - ``tools`` and ``upstream``, apart from each other: the server tools the bridge runs itself;

@@ -100,14 +100,23 @@ class ClaimStore(Protocol):
     async def aclose(self) -> None: ...
 
 
+#: The URL schemes of a Redis or Valkey store (one protocol).
+REDIS_SCHEMES = ("redis", "rediss", "unix", "valkey", "valkeys")
+
+
+def store_scheme(url: str) -> str:
+    """A store URL's kind as its scheme says it (``memory`` has none), in lower case."""
+    return urlsplit(url).scheme.lower() if "://" in url else url.strip().lower()
+
+
 def claim_store(url: str) -> ClaimStore:
     """The store ``--approval-store`` names (``ValueError`` for one it does not)."""
-    scheme = urlsplit(url).scheme.lower() if "://" in url else url.strip().lower()
+    scheme = store_scheme(url)
     if scheme == "memory":
         return MemoryClaims()
     if scheme == "file":
         return FileClaims(file_store_folder(url))
-    if scheme in ("redis", "rediss", "unix", "valkey", "valkeys"):
+    if scheme in REDIS_SCHEMES:
         return RedisClaims(url)
     raise ValueError(
         f"--approval-store {shown_url(url)!r}: say memory, redis://HOST:PORT/DB, "
@@ -115,14 +124,31 @@ def claim_store(url: str) -> ClaimStore:
     )
 
 
-def file_store_folder(url: str) -> Path:
-    """The folder of a ``file:///DIR`` store."""
+def file_store_folder(url: str, flag: str = "--approval-store") -> Path:
+    """The folder of a ``file:///DIR`` store (``flag``: the option that named it)."""
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or not parts.path:
-        raise ValueError(
-            f"--approval-store {shown_url(url)!r}: a file store is file:///ABSOLUTE/FOLDER"
-        )
+        raise ValueError(f"{flag} {shown_url(url)!r}: a file store is file:///ABSOLUTE/FOLDER")
     return Path(unquote(parts.path))
+
+
+def redis_client(url: str, *, socket_timeout: float = REDIS_TIMEOUT) -> Redis:
+    """A client of the Redis or Valkey ``url`` names, by the official ``redis`` client's asyncio
+    API (the ``redis`` extra, which ``BridgeConfig`` checked is installed: imported only for a
+    Redis store). Connecting waits ``REDIS_TIMEOUT``, a command's answer ``socket_timeout``;
+    one quick retry: a caller waits for the store, and a run for its caller."""
+    from redis.asyncio import Redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    scheme, _, rest = url.partition("://")
+    scheme = {"valkey": "redis", "valkeys": "rediss"}.get(scheme.lower(), scheme)
+    return Redis.from_url(
+        f"{scheme}://{rest}",
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=REDIS_TIMEOUT,
+        retry=Retry(NoBackoff(), 1),
+    )
 
 
 def _seconds_left(expires_at: datetime) -> float:
@@ -246,21 +272,8 @@ class RedisClaims:
     """Claims in Redis or Valkey, shared by every process that names the same server."""
 
     def __init__(self, url: str) -> None:
-        # The redis extra (BridgeConfig checked it is installed), imported only for this store.
-        from redis.asyncio import Redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        scheme, _, rest = url.partition("://")
-        scheme = {"valkey": "redis", "valkeys": "rediss"}.get(scheme.lower(), scheme)
         self.shown = shown_url(url)
-        # One quick retry: a claim waits for the store, and the run waits for the claim.
-        self._client: Redis = Redis.from_url(
-            f"{scheme}://{rest}",
-            socket_timeout=REDIS_TIMEOUT,
-            socket_connect_timeout=REDIS_TIMEOUT,
-            retry=Retry(NoBackoff(), 1),
-        )
+        self._client = redis_client(url)
 
     async def claim(self, key: str, expires_at: datetime) -> bool:
         ttl = max(int(_seconds_left(expires_at) * 1000), 1000)

@@ -1,0 +1,376 @@
+"""The file thread store (``--threads file:///DIR``): a folder the processes of one machine
+share (``serve --workers``), every file operation in a worker thread.
+
+``DIR/threads/<owner>/<thread>``: a thread (names are digests), its summary on the first line
+and its document after it, replaced whole (a temporary file, then ``os.replace``, which a
+reader never sees half done); it expires ``ttl`` seconds after its modification time.
+``DIR/runs/<run>.events``: a run's events, appended by the process that runs it: a line of
+JSON naming the run, its owner and its thread, then a line per batch (``[first, frames]``);
+``<run>.ended`` beside it once the last batch is in, kept ``RUN_KEPT`` seconds.
+``DIR/cancels/<run>``: a cancel asked, kept ``CANCEL_KEPT`` seconds.
+
+What has expired reads as gone at once; its files go at the next sweep, at most once a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from bridge.serve.threads import store
+from bridge.serve.threads.records import (
+    CANCEL_KEPT,
+    RUN_ALIVE,
+    digest,
+    frames_of,
+    summary_from_json,
+    summary_json,
+)
+from bridge.serve.threads.store import Batch, RunInfo, ThreadStoreError, ThreadSummary
+
+logger = logging.getLogger("agui_bridge")
+
+T = TypeVar("T")
+
+#: How often the store removes what has expired (seconds).
+SWEEP_EVERY = 60.0
+#: How often ``run_events`` looks at a run's file while it waits for a batch (seconds).
+POLL_EVERY = 0.05
+#: Runs whose read position is remembered (a follower's next read starts where the last ended).
+_POSITIONS = 256
+#: A temporary file older than this (seconds) was left by a process that died while saving.
+_LEFT_OVER = 3600.0
+
+
+class FileThreads:
+    """Threads and runs' events as files in a folder (module docstring)."""
+
+    shared = True
+
+    def __init__(self, folder: Path, *, ttl: float, max_threads: int = 1000) -> None:
+        self.folder = folder
+        self.shown = f"file://{folder}"
+        self._ttl = ttl
+        self._max_threads = max_threads
+        self._swept = 0.0
+        # run id → (offset of its next unread batch, the last frame number before it), for
+        # reads in several worker threads at once
+        self._positions: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._positions_lock = threading.Lock()
+
+    async def _run(self, work: Callable[..., T], *args: object) -> T:
+        """``work(*args)`` in a worker thread, after a sweep if one is due."""
+
+        def swept_then_work() -> T:
+            self._sweep_if_due()
+            return work(*args)
+
+        try:
+            return await anyio.to_thread.run_sync(swept_then_work)
+        except OSError as exc:
+            raise ThreadStoreError(
+                f"the thread store {self.shown} failed: {exc.strerror or exc}"
+            ) from exc
+        except (ValueError, KeyError) as exc:  # a file in it that is none of ours
+            raise ThreadStoreError(
+                f"the thread store {self.shown} holds a file it cannot read ({type(exc).__name__})"
+            ) from exc
+
+    # --- threads ------------------------------------------------------------------------------
+
+    def _owner_folder(self, owner: str) -> Path:
+        return self.folder / "threads" / digest(owner)
+
+    def _alive(self, modified: float, now: float) -> bool:
+        return modified + self._ttl > now
+
+    async def load(self, owner: str, thread_id: str) -> bytes | None:
+        return await self._run(self._load, self._owner_folder(owner) / digest(thread_id), thread_id)
+
+    def _load(self, path: Path, thread_id: str) -> bytes | None:
+        try:
+            with path.open("rb") as file:
+                if not self._alive(os.fstat(file.fileno()).st_mtime, time.time()):
+                    return None
+                header = file.readline()
+                document = file.read()
+        except FileNotFoundError:
+            return None
+        return document if summary_from_json(header).id == thread_id else None
+
+    async def save(
+        self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
+    ) -> None:
+        await self._run(self._save, self._owner_folder(owner), digest(thread_id), document, summary)
+
+    def _save(self, folder: Path, name: str, document: bytes, summary: ThreadSummary) -> None:
+        for attempt in range(2):
+            folder.parent.mkdir(exist_ok=True)
+            folder.mkdir(exist_ok=True)
+            try:
+                handle, temporary = tempfile.mkstemp(dir=folder, prefix=".saving-")
+                break
+            except FileNotFoundError:  # a sweep took the owner's empty folder just now
+                if attempt:
+                    raise
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(summary_json(summary) + b"\n")
+                file.write(document)
+                # The save's time to the nanosecond (a file's own times move by the kernel's
+                # tick): the order of saves, for the list and the bound.
+                file.flush()
+                saved = time.time_ns()
+                os.utime(file.fileno(), ns=(saved, saved))
+            os.replace(temporary, folder / name)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+        self._bound(folder)
+
+    def _bound(self, folder: Path) -> None:
+        """Forget the owner's least recently saved threads beyond ``max_threads``."""
+        names = _thread_names(folder)
+        if len(names) <= self._max_threads:
+            return
+        saved: list[tuple[int, str]] = []
+        for name in names:
+            with suppress(FileNotFoundError):
+                saved.append((os.stat(folder / name).st_mtime_ns, name))
+        saved.sort()
+        for _, name in saved[: len(saved) - self._max_threads]:
+            with suppress(FileNotFoundError):
+                os.unlink(folder / name)
+
+    async def threads(self, owner: str) -> list[ThreadSummary]:
+        return await self._run(self._threads, self._owner_folder(owner))
+
+    def _threads(self, folder: Path) -> list[ThreadSummary]:
+        now, found = time.time(), list[tuple[int, ThreadSummary]]()
+        for name in _thread_names(folder):
+            try:
+                with (folder / name).open("rb") as file:
+                    modified = os.fstat(file.fileno()).st_mtime_ns
+                    if self._alive(modified / 1e9, now):
+                        found.append((modified, summary_from_json(file.readline())))
+            except FileNotFoundError:  # forgotten or swept since the folder was listed
+                continue
+            except ValueError as exc:  # none of ours: it is left out, and said
+                logger.warning("the thread store %s: %s is not a thread: %s", self.shown, name, exc)
+        found.sort(key=lambda pair: pair[0], reverse=True)
+        return [summary for _, summary in found]
+
+    async def forget(self, owner: str, thread_id: str) -> bool:
+        return await self._run(self._forget, self._owner_folder(owner) / digest(thread_id))
+
+    def _forget(self, path: Path) -> bool:
+        try:
+            alive = self._alive(os.stat(path).st_mtime, time.time())
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return alive
+
+    # --- runs ---------------------------------------------------------------------------------
+
+    def _run_path(self, run_id: str, suffix: str) -> Path:
+        return self.folder / "runs" / f"{digest(run_id)}{suffix}"
+
+    async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
+        head = json.dumps({"run": run_id, "owner": owner, "thread": thread_id}) + "\n"
+        await self._run(self._begin, run_id, head.encode())
+
+    def _begin(self, run_id: str, head: bytes) -> None:
+        (self.folder / "runs").mkdir(exist_ok=True)
+        self._run_path(run_id, ".ended").unlink(missing_ok=True)
+        with self._run_path(run_id, ".events").open("wb") as file:
+            file.write(head)
+
+    async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
+        line = json.dumps([batch.first, list(batch.frames)]) + "\n"
+        await self._run(self._append, run_id, line.encode() if batch.frames else b"", ended)
+
+    def _append(self, run_id: str, line: bytes, ended: bool) -> None:
+        # No O_CREAT: a run that was never begun here has no file to add to (an OSError).
+        handle = os.open(self._run_path(run_id, ".events"), os.O_WRONLY | os.O_APPEND)
+        with os.fdopen(handle, "wb") as file:
+            file.write(line)  # a reader takes whole lines only: the rest is read next time
+        if ended:  # after the last line: whoever sees the marker finds every batch
+            self._run_path(run_id, ".ended").touch()
+
+    async def run_info(self, run_id: str) -> RunInfo | None:
+        return await self._run(self._info, run_id)
+
+    def _info(self, run_id: str) -> RunInfo | None:
+        opened = self._open_run(run_id)
+        if opened is None:
+            return None
+        file, head, ended = opened
+        file.close()
+        fields = json.loads(head)
+        return RunInfo(owner=fields["owner"], thread_id=fields["thread"], ended=ended)
+
+    def _open_run(self, run_id: str) -> tuple[BinaryIO, bytes, bool] | None:
+        """The run's events file, open past its head; the head; whether the run ended.
+        ``None`` when the store keeps no events of it: never begun here (or being begun),
+        ended ``RUN_KEPT`` ago, or silent ``RUN_ALIVE`` since its last batch."""
+        now = time.time()
+        try:  # before the file is read: whoever sees the marker then finds every batch
+            ended: float | None = self._run_path(run_id, ".ended").stat().st_mtime
+        except FileNotFoundError:
+            ended = None
+        try:
+            file = self._run_path(run_id, ".events").open("rb")
+        except FileNotFoundError:
+            return None
+        head = file.readline()
+        written = os.fstat(file.fileno()).st_mtime
+        kept_until = written + RUN_ALIVE if ended is None else ended + store.RUN_KEPT
+        if kept_until <= now or not head.endswith(b"\n"):
+            file.close()
+            return None
+        return file, head, ended is not None
+
+    async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
+        """Read what the run's file holds after ``after``; while there is none and the run
+        goes on, look again every ``POLL_EVERY`` seconds until ``wait`` is up."""
+        deadline = anyio.current_time() + wait
+        while True:
+            batches, going = await self._run(self._read, run_id, after)
+            if batches or not going or anyio.current_time() + POLL_EVERY > deadline:
+                return batches
+            await anyio.sleep(POLL_EVERY)
+
+    def _read(self, run_id: str, after: int) -> tuple[list[Batch], bool]:
+        """The batches after ``after`` complete in the file, and whether the run goes on."""
+        opened = self._open_run(run_id)
+        if opened is None:
+            return [], False
+        file, head, ended = opened
+        with file:
+            with self._positions_lock:
+                offset, last = self._positions.get(run_id, (0, 0))
+            if offset == 0 or last > after or offset > os.fstat(file.fileno()).st_size:
+                offset, last = len(head), 0  # from the first batch
+            file.seek(offset)
+            data = file.read()
+        whole = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
+        batches = []
+        for line in whole.splitlines():
+            first, frames = json.loads(line)
+            batch = Batch(int(first), frames_of(frames))
+            last = max(last, batch.last)
+            if batch.last > after:
+                batches.append(batch)
+        with self._positions_lock:
+            self._positions[run_id] = (offset + len(whole), last)
+            self._positions.move_to_end(run_id)
+            while len(self._positions) > _POSITIONS:
+                self._positions.popitem(last=False)
+        return batches, not ended
+
+    # --- cancels ------------------------------------------------------------------------------
+
+    async def cancel(self, run_id: str) -> None:
+        await self._run(self._cancel, self.folder / "cancels" / digest(run_id))
+
+    @staticmethod
+    def _cancel(path: Path) -> None:
+        path.parent.mkdir(exist_ok=True)
+        path.touch()  # a cancel asked again is asked for longer
+
+    async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        return await self._run(self._cancelled, list(run_ids))
+
+    def _cancelled(self, run_ids: list[str]) -> list[str]:
+        now, asked = time.time(), []
+        for run_id in run_ids:
+            with suppress(FileNotFoundError):
+                if (self.folder / "cancels" / digest(run_id)).stat().st_mtime + CANCEL_KEPT > now:
+                    asked.append(run_id)
+        return asked
+
+    # --- housekeeping -------------------------------------------------------------------------
+
+    def _sweep_if_due(self) -> None:
+        now = time.time()
+        if now - self._swept <= SWEEP_EVERY:
+            return
+        self._swept = now
+        try:
+            self._sweep(now)
+        except OSError as exc:  # housekeeping: nothing asked of the store depends on it
+            logger.warning("the thread store %s was not swept: %s", self.shown, exc)
+
+    def _sweep(self, now: float) -> None:
+        """Remove expired threads (and owners' folders left empty), runs kept ``RUN_KEPT``
+        past their end (or ``RUN_ALIVE`` past their last batch) and old cancels."""
+        for owner in _entries(self.folder / "threads"):
+            if not owner.is_dir(follow_symlinks=False):
+                continue  # none of ours: owners are folders
+            for thread in _entries(owner.path):
+                kept = _LEFT_OVER if thread.name.startswith(".") else self._ttl
+                _remove_if_older(thread, now - kept)
+            with suppress(OSError):  # not empty: a thread is left, or was saved just now
+                os.rmdir(owner.path)
+        for run in _entries(self.folder / "runs"):
+            suffix = run.name.rpartition(".")[2]
+            if suffix == "ended" and _remove_if_older(run, now - store.RUN_KEPT):
+                with suppress(FileNotFoundError):
+                    os.unlink(run.path[: -len("ended")] + "events")
+            elif suffix == "events" and not os.path.exists(run.path[: -len("events")] + "ended"):
+                _remove_if_older(run, now - RUN_ALIVE)
+        for cancel in _entries(self.folder / "cancels"):
+            _remove_if_older(cancel, now - CANCEL_KEPT)
+
+    async def available(self) -> bool:
+        return await anyio.to_thread.run_sync(
+            lambda: self.folder.is_dir() and os.access(self.folder, os.W_OK | os.X_OK)
+        )
+
+    async def aclose(self) -> None:
+        self._positions.clear()
+
+
+def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except FileNotFoundError:
+        return []
+
+
+def _thread_names(folder: Path) -> list[str]:
+    """The names of an owner's threads (files; not a temporary one being saved)."""
+    return [
+        entry.name
+        for entry in _entries(folder)
+        if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)
+    ]
+
+
+def _remove_if_older(entry: os.DirEntry[str], than: float) -> bool:
+    """Remove the file ``entry`` if it was last modified before ``than`` (a folder there is
+    none of ours: it stays, and the sweep goes on)."""
+    try:
+        if not entry.is_file(follow_symlinks=False) or os.stat(entry.path).st_mtime >= than:
+            return False
+        os.unlink(entry.path)
+    except FileNotFoundError:  # another process removed it first
+        return False
+    return True

@@ -1,0 +1,291 @@
+"""The Redis thread store (``--threads redis://HOST:PORT/DB``, ``rediss://``, ``unix://``,
+``valkey://``, ``valkeys://``): one store for replicas and workers, by the official ``redis``
+client's asyncio API (the ``redis`` extra), with the approval store's timeouts and retry.
+
+Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the values):
+
+- ``agui-bridge:thread:<owner>:<thread>``: a thread's document, expiring ``ttl`` after its save;
+- ``agui-bridge:threads:<owner>``: the owner's threads, a sorted set scored by the time of their
+  save, and ``agui-bridge:summaries:<owner>``: their summaries, a hash; both expire ``ttl``
+  after the owner's last save, so a list is one round trip;
+- ``agui-bridge:run:<run>``: a run's owner and thread (JSON) and whether it ended, a hash, and
+  ``agui-bridge:events:<run>``: its events, a Stream with an entry per batch whose id is the
+  batch's last frame number (``<last>-0``; the end with no frames ``<last>-2``, and the entry
+  of no frames that begins it ``0-1``), so "the batches after frame ``n``" is a read after id
+  ``n-0``; both kept ``RUN_ALIVE`` while the run goes (refreshed once a minute), ``RUN_KEPT``
+  after its end;
+- ``agui-bridge:cancel:<run>``: a cancel asked, ``CANCEL_KEPT``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from bridge.core.upstream_url import shown_url
+from bridge.serve.threads import store
+from bridge.serve.threads.records import (
+    CANCEL_KEPT,
+    RUN_ALIVE,
+    digest,
+    frames_from_json,
+    frames_json,
+    summary_from_json,
+    summary_json,
+)
+from bridge.serve.threads.store import Batch, RunInfo, ThreadStoreError, ThreadSummary
+from bridge.serve.tools.claims import REDIS_TIMEOUT, redis_client
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.typing import EncodableT, FieldT
+
+_PREFIX = "agui-bridge:"
+#: What ``available`` writes (no owner's or run's key: those end in hex digests), and for how
+#: long (ms).
+_HEALTH_KEY = _PREFIX + "health:threads"
+_HEALTH_TTL_MS = 60_000
+#: The longest ``run_events`` waits for a batch (seconds); a longer wait is cut to it. The
+#: blocking read's connection waits this long for an answer, plus ``REDIS_TIMEOUT``.
+LONGEST_WAIT = 30.0
+
+
+#: Forgets the owner's threads that went (``KEYS``: the owner's list and summaries; ``ARGV``:
+#: the time before which a save has expired, ``max_threads``, the prefix of the owner's
+#: documents' keys): expired ones (their documents expired with them) and the least recently
+#: saved beyond the bound. In the save's transaction, so that no save in between is forgotten,
+#: and so that an owner's summaries never outgrow the threads kept.
+_FORGET_GONE = """
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for _, member in ipairs(redis.call('ZREVRANGE', KEYS[1], tonumber(ARGV[2]), -1)) do
+  table.insert(gone, member)
+end
+for _, member in ipairs(gone) do
+  redis.call('ZREM', KEYS[1], member)
+  redis.call('HDEL', KEYS[2], member)
+  redis.call('DEL', ARGV[3] .. member)
+end
+return #gone
+"""
+
+
+#: Seconds between two refreshes of a going run's expiry (``RUN_ALIVE``, an hour ahead).
+_REFRESH_EVERY = 60.0
+#: Going runs whose last refresh is remembered (one forgotten is refreshed at its next batch).
+_REFRESHES = 10_000
+
+
+def _ms(seconds: float) -> int:
+    return max(int(seconds * 1000), 1)
+
+
+def _bytes(value: bytes | str) -> bytes:
+    """A value as stored (the client decodes no answers: always bytes; its types say either)."""
+    return value if isinstance(value, bytes) else value.encode()
+
+
+class RedisThreads:
+    """Threads and runs' events in Redis or Valkey (module docstring). An owner keeps at most
+    ``max_threads`` threads: a save beyond it forgets the owner's least recently saved."""
+
+    shared = True
+
+    def __init__(self, url: str, *, ttl: float, max_threads: int = 1000) -> None:
+        self.shown = shown_url(url)
+        self._ttl = ttl
+        self._max_threads = max_threads
+        self._client: Redis = redis_client(url)
+        # A blocking XREAD holds its connection for the whole block: a pool of its own, whose
+        # connections wait for an answer longer than the longest block.
+        self._blocking: Redis = redis_client(url, socket_timeout=LONGEST_WAIT + REDIS_TIMEOUT)
+        # run id → when its keys' expiry was last refreshed (time.monotonic()), runs of this
+        # process going on
+        self._refreshes: OrderedDict[str, float] = OrderedDict()
+
+    @contextmanager
+    def _asked(self) -> Iterator[None]:
+        """What the store or its connection raises becomes ``ThreadStoreError``."""
+        try:
+            yield
+        except ThreadStoreError:
+            raise
+        except Exception as exc:  # redis-py's errors, the socket's under them, what it sent
+            raise ThreadStoreError(
+                f"the thread store at {self.shown} cannot be reached ({type(exc).__name__})"
+            ) from exc
+
+    # --- threads ------------------------------------------------------------------------------
+
+    def _document_key(self, owner: str, thread: str) -> str:
+        return f"{_PREFIX}thread:{owner}:{thread}"
+
+    async def load(self, owner: str, thread_id: str) -> bytes | None:
+        with self._asked():
+            document = await self._client.get(self._document_key(digest(owner), digest(thread_id)))
+        return None if document is None else _bytes(document)
+
+    async def save(
+        self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
+    ) -> None:
+        owner, thread, now, ttl = digest(owner), digest(thread_id), time.time(), _ms(self._ttl)
+        listed, summaries = f"{_PREFIX}threads:{owner}", f"{_PREFIX}summaries:{owner}"
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(self._document_key(owner, thread), document, px=ttl)
+                pipe.zadd(listed, {thread: now})
+                pipe.hset(summaries, thread, summary_json(summary))
+                pipe.pexpire(listed, ttl)
+                pipe.pexpire(summaries, ttl)
+                pipe.eval(
+                    _FORGET_GONE,
+                    2,
+                    listed,
+                    summaries,
+                    now - self._ttl,
+                    self._max_threads,
+                    self._document_key(owner, ""),
+                )
+                await pipe.execute()
+
+    async def threads(self, owner: str) -> list[ThreadSummary]:
+        owner = digest(owner)
+        with self._asked():
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.zrevrangebyscore(f"{_PREFIX}threads:{owner}", "+inf", time.time() - self._ttl)
+                pipe.hgetall(f"{_PREFIX}summaries:{owner}")
+                listed, summaries = await pipe.execute()
+            return [summary_from_json(summaries[m]) for m in listed if m in summaries]
+
+    async def forget(self, owner: str, thread_id: str) -> bool:
+        owner, thread = digest(owner), digest(thread_id)
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(self._document_key(owner, thread))
+                pipe.zrem(f"{_PREFIX}threads:{owner}", thread)
+                pipe.hdel(f"{_PREFIX}summaries:{owner}", thread)
+                deleted, *_ = await pipe.execute()
+        return bool(deleted)
+
+    # --- runs ---------------------------------------------------------------------------------
+
+    async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
+        run = digest(run_id)
+        events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
+        # The client's ids as ASCII JSON: any string, a lone surrogate too, is stored as it came.
+        whose = json.dumps({"run": run_id, "owner": owner, "thread": thread_id})
+        fields: dict[FieldT, EncodableT] = {"whose": whose, "ended": "0"}
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(events, info)
+                pipe.hset(info, mapping=fields)
+                # An entry of no frames, so that the stream exists to expire from now on.
+                pipe.xadd(events, {"first": 1, "frames": "[]"}, id="0-1")
+                pipe.pexpire(info, _ms(RUN_ALIVE))
+                pipe.pexpire(events, _ms(RUN_ALIVE))
+                await pipe.execute()
+        self._refreshed(run_id, time.monotonic())
+
+    async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
+        """One command per batch (each costs the client's CPU, per token when a batch is a
+        token): the expiry is refreshed once a minute, and at the end."""
+        if not batch.frames and not ended:
+            return
+        run, now = digest(run_id), time.monotonic()
+        events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
+        fields: dict[FieldT, EncodableT] = {"first": batch.first, "frames": frames_json(batch)}
+        last_refresh = self._refreshes.get(run_id)
+        refresh = ended or last_refresh is None or now - last_refresh >= _REFRESH_EVERY
+        if ended:
+            fields["end"] = 1
+        with self._asked():
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xadd(events, fields, id=f"{batch.last}-{0 if batch.frames else 2}")
+                if ended:
+                    pipe.hset(info, "ended", "1")
+                if refresh:
+                    kept = _ms(store.RUN_KEPT if ended else RUN_ALIVE)
+                    pipe.pexpire(events, kept)
+                    pipe.pexpire(info, kept)
+                added, *others = await pipe.execute(raise_on_error=False)
+            # The one retry after a lost answer finds the batch in: it was added.
+            if isinstance(added, Exception) and "equal or smaller" in str(added):
+                added = None
+            for result in (added, *others):
+                if isinstance(result, Exception):
+                    raise result
+        if ended:
+            self._refreshes.pop(run_id, None)
+        elif refresh:
+            self._refreshed(run_id, now)
+
+    def _refreshed(self, run_id: str, now: float) -> None:
+        self._refreshes[run_id] = now
+        self._refreshes.move_to_end(run_id)
+        while len(self._refreshes) > _REFRESHES:  # a run forgotten here is refreshed at once
+            self._refreshes.popitem(last=False)
+
+    async def run_info(self, run_id: str) -> RunInfo | None:
+        with self._asked():
+            info = await self._client.hgetall(f"{_PREFIX}run:{digest(run_id)}")
+            if not info:
+                return None
+            whose = json.loads(info[b"whose"])
+            ended = _bytes(info[b"ended"]) == b"1"
+            return RunInfo(owner=whose["owner"], thread_id=whose["thread"], ended=ended)
+
+    async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
+        """One round trip for what is there and whether the run ended; then, with nothing
+        there and the run going, a blocking read (on its own connection) for up to ``wait``
+        seconds (at most ``LONGEST_WAIT``)."""
+        run = digest(run_id)
+        events, since = f"{_PREFIX}events:{run}", f"{after}-0"
+        with self._asked():
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xread({events: since})
+                pipe.hget(f"{_PREFIX}run:{run}", "ended")
+                read, ended = await pipe.execute()
+            if not read and ended != b"1" and wait > 0:
+                # From the same id: a batch added since the first read is returned at once.
+                block = _ms(min(wait, LONGEST_WAIT))
+                read = await self._blocking.xread({events: since}, block=block)
+            return _batches(read)
+
+    # --- cancels ------------------------------------------------------------------------------
+
+    async def cancel(self, run_id: str) -> None:
+        with self._asked():
+            await self._client.set(f"{_PREFIX}cancel:{digest(run_id)}", b"1", px=_ms(CANCEL_KEPT))
+
+    async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        with self._asked():
+            asked = await self._client.mget([f"{_PREFIX}cancel:{digest(i)}" for i in run_ids])
+        return [run_id for run_id, value in zip(run_ids, asked, strict=True) if value is not None]
+
+    async def available(self) -> bool:
+        # A write, as a save is: a Redis may answer PING and refuse writes (a read-only
+        # replica, full memory with noeviction, an ACL).
+        try:
+            return bool(await self._client.set(_HEALTH_KEY, b"1", px=_HEALTH_TTL_MS))
+        except Exception:
+            return False
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        await self._blocking.aclose()
+
+
+def _batches(read: Any) -> list[Batch]:
+    """The batches of an ``XREAD`` of one stream (its end with no frames left out)."""
+    batches = []
+    for _, entries in read or ():
+        for _, fields in entries:
+            frames = frames_from_json(fields[b"frames"])
+            if frames:
+                batches.append(Batch(int(fields[b"first"]), frames))
+    return batches
