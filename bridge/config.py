@@ -35,6 +35,9 @@ _DURATIONS: dict[str, tuple[str | None, bool]] = {
     "keepalive_interval": ("--keepalive-interval", False),
     "tool_timeout": ("--tool-timeout", False),
     "approval_timeout": ("--approval-timeout", False),
+    "thread_ttl": ("--thread-ttl", False),
+    "run_grace": ("--run-grace", False),
+    "run_timeout": ("--run-timeout", False),
     "retry_backoff": (None, True),
     "retry_after_cap": ("--retry-after-cap", True),
 }
@@ -237,6 +240,31 @@ class BridgeConfig:
     ``valkey://…`` (one store for replicas and workers; the ``redis`` extra), or
     ``file:///FOLDER`` (the processes of one machine). Its password is a secret."""
 
+    threads: str | None = field(default=None, repr=False)
+    """Keep threads (README "Threads"): ``memory`` (this process's own), ``file:///FOLDER``
+    (the processes of one machine) or ``redis://HOST:PORT/DB`` (``valkey://…``; replicas and
+    workers; the ``redis`` extra). ``None``: nothing is kept between runs. Its password is a
+    secret."""
+
+    thread_ttl: float = float(MAX_SECONDS)
+    """Seconds a thread is kept after its last run."""
+
+    max_thread_bytes: int = 16 * 1024 * 1024
+    """The largest thread kept (its messages and state as JSON, in bytes): a run past it goes on
+    without being kept (a ``CUSTOM`` ``agui_bridge.thread_not_kept`` event says so)."""
+
+    run_grace: float = 30.0
+    """Seconds a run goes on with no client following it (with threads: a reload comes back to
+    it); then its upstream request is cancelled."""
+
+    run_timeout: float = 1800.0
+    """The longest a run may go on with threads (it outlives its connection); then it ends with
+    RUN_ERROR ``run_timeout``."""
+
+    thread_owner_header: str | None = None
+    """The request header that names a thread's owner (set by the app's proxy after its login),
+    in place of the bearer token's digest."""
+
     record_dir: str | None = None
     """If set, every run is recorded to a file in this folder: the upstream request (without the
     key), its status, headers and raw bytes as they arrived, and the events sent
@@ -298,18 +326,11 @@ class BridgeConfig:
             raise ValueError("max_tool_rounds must be at least 1")
         if self.max_parallel_tools < 1 or self.tool_threads < 1:
             raise ValueError("max_parallel_tools and tool_threads must be at least 1")
-        store = self.approval_store.strip()
-        scheme = urlsplit(store).scheme.lower() if "://" in store else store.lower()
-        if scheme not in APPROVAL_STORE_SCHEMES:
-            raise ValueError(
-                f"approval_store must be memory, redis://HOST:PORT/DB, valkey://HOST:PORT/DB "
-                f"or file:///FOLDER, not {shown_url(store)!r}"
-            )
-        if scheme not in ("memory", "file") and not importable("redis"):
-            raise ValueError(
-                "a Redis or Valkey approval store (--approval-store) needs the redis client, "
-                "which is not installed: pip install 'agui-bridge[redis]'"
-            )
+        _check_store("approval_store", "--approval-store", self.approval_store)
+        if self.threads is not None:
+            _check_store("threads", "--threads", self.threads)
+        if self.max_thread_bytes < 1:
+            raise ValueError("max_thread_bytes must be at least 1")
         # 16 bytes: bridge.serve.tools.approvals.MIN_SECRET_BYTES (the config cannot import serve).
         if self.secret is not None and len(self.secret.encode()) < 16:
             raise ValueError("the interrupt secret must be at least 16 bytes long")
@@ -375,6 +396,22 @@ class BridgeConfig:
     def translate_for(self, model: str) -> TranslateOptions:
         """The translator options for one model."""
         return self.translate_overrides.get(model, self.translate)
+
+
+def _check_store(name: str, flag: str, url: str) -> None:
+    """A store's URL (the approvals', the threads'): one of the schemes, the client it needs."""
+    store = url.strip()
+    scheme = urlsplit(store).scheme.lower() if "://" in store else store.lower()
+    if scheme not in APPROVAL_STORE_SCHEMES:
+        raise ValueError(
+            f"{name} ({flag}) must be memory, redis://HOST:PORT/DB, valkey://HOST:PORT/DB "
+            f"or file:///FOLDER, not {shown_url(store)!r}"
+        )
+    if scheme not in ("memory", "file") and not importable("redis"):
+        raise ValueError(
+            f"a Redis or Valkey store ({flag}) needs the redis client, "
+            "which is not installed: pip install 'agui-bridge[redis]'"
+        )
 
 
 def seconds_problem(value: object, *, zero: bool = False) -> str | None:

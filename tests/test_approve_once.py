@@ -328,7 +328,7 @@ async def test_a_store_that_cannot_answer_raises_and_says_where(tmp_path: Path) 
 
 def test_valkey_urls_and_unknown_stores() -> None:
     assert isinstance(claim_store("valkey://127.0.0.1:1/0"), RedisClaims)
-    with pytest.raises(ValueError, match="approval_store must be memory"):
+    with pytest.raises(ValueError, match=r"approval_store \(--approval-store\) must be memory"):
         scripted_config("http://127.0.0.1:1", approval_store="mysql://db/claims")
 
 

@@ -26,6 +26,7 @@ from bridge.cli.serving import (
     web_demo,
 )
 from bridge.cli.settings import config_from_args, serve_config
+from bridge.cli.threads import check_threads
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
 from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url, url_secrets
@@ -51,6 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(args)
     workers = worker_count(args.workers)
     config = serve_config(args)  # checked here, before anything starts, in every case
+    check_threads(config, args.host, workers)
     listener = listen(args.host, args.port)
     note = f"-> {shown_url(config.upstream_url)}"
     if workers > 1:
@@ -76,6 +78,7 @@ def _demo(args: argparse.Namespace) -> int:
         models=SCRIPTED_MODELS,
         api_key=None,
     )
+    check_threads(config, args.host)
     scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
     # The demo's server tool (get_time) runs here, beside the page's frontend tools.
     agent = create_app(config, tools=DEMO_TOOLS)

@@ -13,6 +13,7 @@ from typing import Any
 from bridge import __version__
 from bridge.cli.demo import SCRIPTED_MODELS
 from bridge.cli.options import add_key_variable, add_translate_options
+from bridge.cli.threads import add_thread_options
 
 
 class Parser(argparse.ArgumentParser):
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pace", type=float, default=0.03, help="seconds between the scripted model's tokens"
     )
     add_translate_options(demo)
+    add_thread_options(demo, default="memory")
     demo.set_defaults(command="demo")
 
     scripted = commands.add_parser(
@@ -168,6 +170,7 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
     )
     _add_listen(serve, port=8000)
     add_translate_options(serve)
+    add_thread_options(serve)
     serve.add_argument(
         "--workers",
         default=os.environ.get("AGUI_BRIDGE_WORKERS", "1"),

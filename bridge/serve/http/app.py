@@ -27,6 +27,8 @@ from bridge.serve.http.health import health
 from bridge.serve.http.runs import run
 from bridge.serve.http.scrape import scrape
 from bridge.serve.http.stream import SERVER_SEND
+from bridge.serve.http.threads import cancel_run, forget_thread, list_threads, run_events
+from bridge.serve.threads.owner import OwnerOf
 
 
 def create_app(
@@ -34,11 +36,13 @@ def create_app(
     *,
     tools: Sequence[Callable[..., Any]] = (),
     transport: httpx.AsyncBaseTransport | None = None,
+    owner: OwnerOf | None = None,
 ) -> Starlette:
     """The bridge as an ASGI app. ``tools``: Python functions (sync or async) the bridge runs
     itself when the model calls them (README "Server-side tools"). ``transport`` replaces the
-    network (tests of one module)."""
-    bridge = Bridge(config, tools=tools, transport=transport)
+    network (tests of one module). ``owner``: with ``--threads``, a function of the request
+    that names whose threads it reads (the app's user; README "Threads")."""
+    bridge = Bridge(config, tools=tools, transport=transport, owner=owner)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -54,8 +58,8 @@ def create_app(
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(config.cors_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["authorization", "content-type", "accept"],
+                allow_methods=["GET", "POST", "DELETE"],
+                allow_headers=["authorization", "content-type", "accept", "last-event-id"],
             )
         )
     routes = [
@@ -63,6 +67,13 @@ def create_app(
         Route("/health", partial(health, bridge), methods=["GET"]),
         Route("/capabilities", partial(describe, bridge), methods=["GET"]),
     ]
+    if config.threads is not None:
+        routes += [
+            Route("/threads", partial(list_threads, bridge), methods=["GET"]),
+            Route("/threads/{thread_id:path}", partial(forget_thread, bridge), methods=["DELETE"]),
+            Route("/runs/{run_id:path}/events", partial(run_events, bridge), methods=["GET"]),
+            Route("/runs/{run_id:path}/cancel", partial(cancel_run, bridge), methods=["POST"]),
+        ]
     if config.metrics:
         routes.append(Route("/metrics", partial(scrape, bridge), methods=["GET"]))
     app = BridgeApp(middleware=middleware, routes=routes, lifespan=lifespan)

@@ -27,6 +27,9 @@ from bridge.serve.observe.observation import Telemetry
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.run.props import UpstreamProps
 from bridge.serve.run.resume import Approvals
+from bridge.serve.threads.keeper import ThreadKeeper
+from bridge.serve.threads.owner import OwnerOf
+from bridge.serve.threads.stores import thread_store
 from bridge.serve.tools.approvals import new_secret
 from bridge.serve.tools.claims import StoreWatch, claim_store
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
@@ -48,6 +51,7 @@ class Bridge:
         *,
         tools: Sequence[Callable[..., Any]] = (),
         transport: httpx.AsyncBaseTransport | None = None,
+        owner: OwnerOf | None = None,
     ) -> None:
         self.config = config
         self._transport = transport
@@ -57,7 +61,11 @@ class Bridge:
         self._stop_runs = anyio.Event()
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
         # The URLs' own: the upstream's and the approval store's passwords, keys in a query.
-        held = (*url_secrets(config.upstream_url), *url_secrets(config.approval_store))
+        held = (
+            *url_secrets(config.upstream_url),
+            *url_secrets(config.approval_store),
+            *url_secrets(config.threads or ""),
+        )
         self.redactor = Redactor((config.api_key, config.auth_token, config.secret, *held))
         install_log_redaction(self.redactor)
         self.recorder: Recorder | None = None
@@ -91,6 +99,11 @@ class Bridge:
             claims=claim_store(config.approval_store),
         )
         self._store_watch = StoreWatch(self.approvals.claims)
+        #: The threads kept (``--threads``; README "Threads"), or ``None``.
+        self.threads: ThreadKeeper | None = None
+        if config.threads is not None:
+            store = thread_store(config.threads, ttl=config.thread_ttl)
+            self.threads = ThreadKeeper(config, store, self.redactor.redact, owner)
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
         self.telemetry = Telemetry.from_config(config, self.redactor.redact)
@@ -165,6 +178,8 @@ class Bridge:
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
+        if self.threads is not None:
+            await self.threads.aclose()
         await self._store_watch.aclose()
         await self.approvals.claims.aclose()
         tracing = self.telemetry.tracing
@@ -223,6 +238,17 @@ class Bridge:
             stop=self._stop_runs,
             stop_frame=_SHUTDOWN_FRAME,
             on_close=closed,
+        )
+
+    def follow_stream(self, produce: Produce) -> EventStreamResponse:
+        """The SSE response of a client following a kept run (``bridge.serve.http.threads``):
+        not a run of its own (the run is counted as it goes, followed or not); the shutdown
+        ends it as it ends the runs'."""
+        return EventStreamResponse(
+            produce,
+            keepalive_interval=self.config.keepalive_interval,
+            stop=self._stop_runs,
+            stop_frame=_SHUTDOWN_FRAME,
         )
 
     def refused(self, exc: InvalidRunInputError) -> Response:

@@ -20,4 +20,6 @@ async def health(bridge: Bridge, request: Request) -> Response:
         body.update(status="degraded", mcp_unavailable=missing)
     if await bridge.approval_store_down():
         body.update(status="degraded", approval_store="unavailable")
+    if bridge.threads is not None and await bridge.threads.down():
+        body.update(status="degraded", thread_store="unavailable")
     return JSONResponse(body)

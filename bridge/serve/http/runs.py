@@ -11,18 +11,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ag_ui.core import BaseEvent, Message, RunAgentInput
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from bridge.core.errors import InvalidRunInputError
-from bridge.serve.http import widgets
+from bridge.serve.http import threads, widgets
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import ClientProtocol, FrameWriter, client_protocol
 from bridge.serve.http.run_input import MAX_DEPTH, read_run_input
-from bridge.serve.http.stream import EventStreamResponse, FrameSink
+from bridge.serve.http.stream import EventStreamResponse
 from bridge.serve.observe.observation import RunObservation
 from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
 from bridge.serve.run.modalities import RunAttachments
@@ -38,8 +38,11 @@ logger = logging.getLogger("agui_bridge")
 
 async def run(bridge: Bridge, request: Request) -> Response:
     received = time.perf_counter()
+    keeper, owner = bridge.threads, ""
     try:
         bridge.authorize(request)
+        if keeper is not None:
+            owner = keeper.owner(request)
         bridge.admit()
         run_input = await read_run_input(request, bridge.config)
         await bridge.start_for_request()
@@ -47,6 +50,9 @@ async def run(bridge: Bridge, request: Request) -> Response:
         if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
             return widgets.answer(bridge, run_input, proxied, received)
         protocol = client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
+        if keeper is not None and not run_input.messages and not run_input.resume:
+            writer = FrameWriter(bridge.redactor, protocol)
+            return await threads.hydrate(bridge, keeper, run_input, owner, writer)
         loop, prepare = _tool_loop(bridge, run_input, await bridge.upstream_models(), protocol)
         body = loop.build(run_input.messages)
     except ClientDisconnect:
@@ -90,7 +96,7 @@ async def run(bridge: Bridge, request: Request) -> Response:
             predict_state=config.predict_state,
         )
 
-    async def produce(sink: FrameSink) -> None:
+    async def produce(sink: Sink) -> None:
         if recorder is None:
             await run_into(_Frames(sink, writer, observe))
             return
@@ -106,7 +112,42 @@ async def run(bridge: Bridge, request: Request) -> Response:
         )
         bridge.upstream_props.run_ended(observe.code, observe.upstream_retries)
 
-    return bridge.event_stream(produce, ended)
+    if keeper is None:
+        return bridge.event_stream(produce, ended)
+    try:
+        live = keeper.begin(run_input, owner)
+    except InvalidRunInputError as exc:
+        return bridge.refused(exc)
+    live.input = run_input
+    ends = _Frames(live, writer, observe)
+    bridge.active_runs += 1
+
+    def over(_: object) -> None:
+        bridge.active_runs -= 1
+        observe.end(bytes_sent=live.size, disconnected=not live.followed, stopped=False)
+        if live.cancel_reason == "abandoned" or not live.followed:
+            kind = "abandoned" if live.cancel_reason == "abandoned" else "unfollowed"
+            bridge.telemetry.thread(kind, run_input.thread_id, run_input.run_id)
+        bridge.upstream_props.run_ended(observe.code, observe.upstream_retries)
+
+    live.done.add_done_callback(over)
+    live.start(
+        lambda: produce(live),
+        timeout=config.run_timeout,
+        end_with=ends.write,
+        cancel_ends=lambda _: keeper.cancel_ends(live, run_input),
+        timed_out=lambda: threads.timed_out(config.run_timeout),
+    )
+    return threads.follow_response(bridge, run_input.run_id, live.follow(0))
+
+
+class Sink(Protocol):
+    """Where a run's frames go: the response's (``FrameSink``), or a kept run's (``LiveRun``),
+    which its clients follow."""
+
+    def add(self, frame: str) -> None: ...
+
+    async def flush(self) -> None: ...
 
 
 class _Frames:
@@ -119,7 +160,7 @@ class _Frames:
 
     def __init__(
         self,
-        sink: FrameSink,
+        sink: Sink,
         writer: FrameWriter,
         observe: RunObservation,
         record: RunRecord | None = None,

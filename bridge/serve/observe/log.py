@@ -91,6 +91,27 @@ def log_proxied(server: str, method: str, outcome: str, duration: float) -> None
     )
 
 
+def log_thread(kind: str, thread_id: str, run_id: str, replayed: int) -> None:
+    """A request of threads kept: a hydrate, a reconnect, a cancel, a run that ended with no
+    client following it (``replayed``: the events sent again)."""
+    run_logger.info(
+        "thread %s thread=%s run=%s replayed=%d",
+        kind,
+        _quoted(thread_id),
+        _quoted(run_id),
+        replayed,
+        extra={
+            "agui_run": {
+                "event": f"thread_{kind}",
+                "thread_id": thread_id,
+                "run_id": run_id,
+                "replayed": replayed,
+                "pid": os.getpid(),
+            }
+        },
+    )
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per log line: ``time``, ``level``, ``logger``, then the run line's
     fields or the ``message`` (and its ``exception``). ``serve --log-format json`` puts it on

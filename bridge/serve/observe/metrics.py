@@ -172,6 +172,20 @@ class Metrics:
             ["outcome"],
             registry=registry,
         )
+        self.thread_requests = Counter(
+            "agui_bridge_thread_requests",
+            "Threads kept (--threads), by kind: hydrate (a thread given back), reconnect (a "
+            "run followed again), cancel (a run stopped by its owner), unfollowed (a run that "
+            "ended with no client following it), abandoned (cancelled after --run-grace).",
+            ["kind"],
+            registry=registry,
+        )
+        self.events_replayed = Counter(
+            "agui_bridge_events_replayed",
+            "Events sent again to a client that came back (a reconnect, a hydrate that follows "
+            "a run going on).",
+            registry=registry,
+        )
         self._frontend_tools: set[str] = set()
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
@@ -245,3 +259,8 @@ class Metrics:
 
     def state_update(self, outcome: str) -> None:
         self.state_updates.labels(outcome).inc()
+
+    def thread(self, kind: str, replayed: int) -> None:
+        self.thread_requests.labels(kind).inc()
+        if replayed:
+            self.events_replayed.inc(replayed)

@@ -28,7 +28,7 @@ from bridge.config import BridgeConfig, LogFormat
 from bridge.core.errors import BridgeError, UpstreamConnectionError, UpstreamHTTPError
 from bridge.core.translate import TurnOutcome
 from bridge.serve.observe.facts import RunFacts, ToolOutcome
-from bridge.serve.observe.log import log_proxied, log_run
+from bridge.serve.observe.log import log_proxied, log_run, log_thread
 
 if TYPE_CHECKING:  # imported only where they are used: metrics and tracing are optional
     from bridge.serve.observe.metrics import Metrics
@@ -94,6 +94,12 @@ class Telemetry:
         """A request answered with an HTTP error instead of a run."""
         if self.metrics is not None:
             self.metrics.refused(status, code)
+
+    def thread(self, kind: str, thread_id: str, run_id: str, replayed: int = 0) -> None:
+        """A request of threads kept (``bridge.serve.observe.log.log_thread``)."""
+        if self.metrics is not None:
+            self.metrics.thread(kind, replayed)
+        log_thread(kind, thread_id, run_id, replayed)
 
     def proxied(self, server: str, method: str, outcome: str, duration: float) -> None:
         """An MCP App widget's request answered (a run of its own kind: no model, no turn)."""

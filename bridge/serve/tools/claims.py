@@ -322,6 +322,12 @@ class RedisClaims:
         )
 
 
+class Answers(Protocol):
+    """A store that can say whether it answers (the approvals', the threads')."""
+
+    async def available(self) -> bool: ...
+
+
 class StoreWatch:
     """``/health``'s view of a store: one question at a time (``available``), waited for at
     most ``HEALTH_WAIT`` seconds; a store that has not answered by then is unavailable, and the
@@ -329,7 +335,7 @@ class StoreWatch:
     blocked store costs ``/health`` half a second, not the store's timeout, and a load
     balancer's probes never pile up connections to it."""
 
-    def __init__(self, store: ClaimStore, wait: float = HEALTH_WAIT) -> None:
+    def __init__(self, store: Answers, wait: float = HEALTH_WAIT) -> None:
         self._store = store
         self._wait = wait
         self._asking: asyncio.Task[bool] | None = None

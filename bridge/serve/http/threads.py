@@ -1,0 +1,306 @@
+"""The requests of threads kept (``--threads``; README "Threads"): ``GET /threads`` (the owner's
+threads, for a sidebar), ``DELETE /threads/{id}``, ``GET /runs/{runId}/events`` (a run
+followed again after a reload: every frame after ``Last-Event-ID``, then the rest live) and
+``POST /runs/{runId}/cancel``; and what ``POST /`` does with a thread: a run kept as it goes
+(``kept_run``), and a hydrate, a run with no messages (``hydrate``), which answers the thread
+as it stands and calls no model.
+
+Every frame of a kept run carries an ``id:`` (the run's id, percent-encoded, and the frame's
+number), which ``Last-Event-ID`` gives back. Another owner's thread or run reads as unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from urllib.parse import quote, unquote
+
+import anyio.to_thread
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+)
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bridge.core.errors import InvalidRunInputError
+from bridge.serve.http.bridge import Bridge
+from bridge.serve.http.frames import FrameWriter
+from bridge.serve.http.stream import SSE_HEADERS, EventStreamResponse, FrameSink
+from bridge.serve.threads.keeper import ThreadKeeper
+from bridge.serve.threads.live import LiveRun, ends_run
+from bridge.serve.threads.store import ThreadStoreError
+from bridge.serve.threads.thread import Thread, snapshot_frames
+
+logger = logging.getLogger("agui_bridge")
+
+#: Frames numbered from here on, as a stream's source gives them: (first's number, frames).
+Frames = AsyncIterator[tuple[int, list[str]]]
+
+
+def keeper_of(bridge: Bridge, request: Request) -> tuple[ThreadKeeper, str]:
+    """The bridge's threads and the request's owner (authorised); 404 without ``--threads``."""
+    bridge.authorize(request)
+    keeper = bridge.threads
+    if keeper is None:
+        raise InvalidRunInputError(
+            "this bridge keeps no threads (start it with --threads)", status=404, code="not_found"
+        )
+    return keeper, keeper.owner(request)
+
+
+def _unknown(what: str) -> InvalidRunInputError:
+    return InvalidRunInputError(f"no such {what}", status=404, code="not_found")
+
+
+def _unavailable(exc: ThreadStoreError) -> InvalidRunInputError:
+    return InvalidRunInputError(exc.message, status=503, code=exc.code)
+
+
+async def list_threads(bridge: Bridge, request: Request) -> Response:
+    try:
+        keeper, owner = keeper_of(bridge, request)
+        listed = await keeper.threads(owner)
+    except InvalidRunInputError as exc:
+        return bridge.refused(exc)
+    except ThreadStoreError as exc:
+        return bridge.refused(_unavailable(exc))
+    return bridge.json_response(
+        {
+            "threads": [
+                {
+                    "id": summary.id,
+                    "title": summary.title,
+                    "updatedAt": datetime.fromtimestamp(summary.updated, UTC).isoformat(),
+                    "running": summary.running,
+                }
+                for summary in listed
+            ]
+        }
+    )
+
+
+async def forget_thread(bridge: Bridge, request: Request) -> Response:
+    thread_id = request.path_params["thread_id"]
+    try:
+        keeper, owner = keeper_of(bridge, request)
+        live = keeper.live.of_thread(owner, thread_id)
+        if live is not None:  # its run would save it again as it ends
+            live.cancel()
+            await live.done
+        if not await keeper.store.forget(owner, thread_id) and live is None:
+            raise _unknown("thread")
+    except InvalidRunInputError as exc:
+        return bridge.refused(exc)
+    except ThreadStoreError as exc:
+        return bridge.refused(_unavailable(exc))
+    return Response(status_code=204)
+
+
+async def cancel_run(bridge: Bridge, request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    try:
+        keeper, owner = keeper_of(bridge, request)
+        live = keeper.live.get(run_id)
+        if live is not None and live.owner == owner:
+            if not live.cancel():
+                raise _ended(run_id)
+        else:
+            info = await keeper.store.run_info(run_id) if keeper.store.shared else None
+            if info is None or info.owner != owner:
+                raise _unknown("run")
+            if info.ended:
+                raise _ended(run_id)
+            await keeper.store.cancel(run_id)
+    except InvalidRunInputError as exc:
+        return bridge.refused(exc)
+    except ThreadStoreError as exc:
+        return bridge.refused(_unavailable(exc))
+    bridge.telemetry.thread("cancel", "", run_id)
+    return bridge.json_response({"runId": run_id, "cancelled": True}, status_code=202)
+
+
+def _ended(run_id: str) -> InvalidRunInputError:
+    return InvalidRunInputError(f"the run {run_id!r} has ended", status=409, code="run_ended")
+
+
+async def run_events(bridge: Bridge, request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    try:
+        keeper, owner = keeper_of(bridge, request)
+        after = _after(request, run_id)
+        source = await _source(keeper, owner, run_id, after)
+        live = keeper.live.get(run_id)
+        replayed = live.last - after if live is not None else 0
+        bridge.telemetry.thread("reconnect", "", run_id, max(replayed, 0))
+    except InvalidRunInputError as exc:
+        return bridge.refused(exc)
+    except ThreadStoreError as exc:
+        return bridge.refused(_unavailable(exc))
+    return follow_response(bridge, run_id, source)
+
+
+def _after(request: Request, run_id: str) -> int:
+    """The number of the last frame the client had: ``Last-Event-ID`` (this run's) or
+    ``?after=N``; 0 for none."""
+    given = request.headers.get("last-event-id") or ""
+    ident, _, number = given.rpartition(":")
+    if not given:
+        ident, number = run_id, request.query_params.get("after", "0")
+    if unquote(ident) != run_id or not number.isdigit() or len(number) > 12:
+        raise InvalidRunInputError(
+            f"Last-Event-ID {given[:80]!r} names no frame of the run {run_id!r}",
+            status=400,
+            code="invalid_input",
+        )
+    return int(number)
+
+
+async def _source(keeper: ThreadKeeper, owner: str, run_id: str, after: int) -> Frames:
+    """The run's frames after ``after``: from this process's run, or (a shared store) from the
+    store, as another process writes them; 404 for another owner's run or none."""
+    live = keeper.live.get(run_id)
+    if live is not None and live.owner == owner:
+        if not live.can_follow(after):
+            raise InvalidRunInputError(
+                f"the run {run_id!r} passed --max-thread-bytes: its early events were let go",
+                status=410,
+                code="run_not_kept",
+            )
+        return live.follow(after)
+    if live is None and keeper.store.shared:
+        info = await keeper.store.run_info(run_id)
+        if info is not None and info.owner == owner:
+            return _from_store(keeper, run_id, after)
+    raise _unknown("run")
+
+
+async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
+    """A run of another process, as the store has its frames; ends with its terminal frame, or
+    when the store has nothing more of it."""
+    wait = keeper.config.keepalive_interval
+    while True:
+        try:
+            batches = await keeper.store.run_events(run_id, after, wait)
+        except ThreadStoreError as exc:
+            logger.warning("run %s: following it stopped: %s", run_id, exc.message)
+            return
+        for batch in batches:
+            frames = list(batch.frames[max(after - batch.first + 1, 0) :])
+            if frames:
+                yield after + 1, frames
+                after = batch.last
+            if batch.frames and ends_run(batch.frames[-1]):
+                return
+        if not batches:
+            info = await keeper.store.run_info(run_id)
+            if info is None or info.ended:
+                return
+
+
+def with_ids(run_id: str, first: int, frames: list[str]) -> str:
+    """The frames, each with its ``id:`` line."""
+    prefix = f"id: {quote(run_id, safe='')}:"
+    return "".join([f"{prefix}{first + i}\n{frame}" for i, frame in enumerate(frames)])
+
+
+def follow_response(
+    bridge: Bridge, run_id: str, source: Frames, after_first: Callable[[], str] | None = None
+) -> EventStreamResponse:
+    """The SSE response of a client following a run. ``after_first``: frames sent after the
+    run's first (a hydrate's snapshot of the thread the run goes on in)."""
+
+    async def produce(sink: FrameSink) -> None:
+        async for first, frames in source:
+            if first == 1 and after_first is not None:  # after RUN_STARTED, without ids
+                sink.add(with_ids(run_id, 1, frames[:1]) + after_first())
+                sink.add(with_ids(run_id, 2, frames[1:]))
+            else:
+                sink.add(with_ids(run_id, first, frames))
+            await sink.flush()
+
+    return bridge.follow_stream(produce)
+
+
+# -- POST / with a thread ---------------------------------------------------------------------
+
+
+async def hydrate(
+    bridge: Bridge, keeper: ThreadKeeper, run_input: RunAgentInput, owner: str, writer: FrameWriter
+) -> Response:
+    """A run with no messages: the thread as it stands (``MESSAGES_SNAPSHOT``, its state, the
+    interrupt it waits on), or, when a run goes on in it, that run from its start with the
+    thread before it, then live. An unknown thread is an empty one. No model is called."""
+    thread_id = run_input.thread_id
+    live = keeper.live.of_thread(owner, thread_id)
+    try:
+        thread = None if live is not None else await keeper.thread(owner, thread_id)
+        if live is not None and live.can_follow(0):
+            before = await _thread_before(live)
+            bridge.telemetry.thread("hydrate", thread_id, live.run_id, live.last)
+            return _following(bridge, live.run_id, live.follow(0), before)
+        if thread is not None and thread.running is not None and keeper.store.shared:
+            info = await keeper.store.run_info(thread.running)
+            if info is not None and info.owner == owner and not info.ended:
+                source = _from_store(keeper, thread.running, 0)
+                bridge.telemetry.thread("hydrate", thread_id, thread.running)
+                return _following(bridge, thread.running, source, thread)
+    except ThreadStoreError as exc:
+        return bridge.refused(_unavailable(exc))
+    shown = thread or Thread()
+    bridge.telemetry.thread("hydrate", thread_id, run_input.run_id)
+    started = RunStartedEvent(
+        thread_id=thread_id, run_id=run_input.run_id, protocol_version=PROTOCOL_VERSION
+    )
+    snapshot = await anyio.to_thread.run_sync(_redacted_snapshot, bridge, shown)
+    frames = [writer.frame(started), *snapshot, writer.frame(_finished(run_input, shown))]
+    body = with_ids(run_input.run_id, 1, frames)
+    return Response(body, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def _following(bridge: Bridge, run_id: str, source: Frames, before: Thread) -> Response:
+    snapshot = "".join(_redacted_snapshot(bridge, before))
+    return follow_response(bridge, run_id, source, lambda: snapshot)
+
+
+async def _thread_before(live: LiveRun) -> Thread:
+    """The thread as the run going on in it began: its input's messages and state."""
+    run_input: RunAgentInput = live.input
+
+    def dump() -> Thread:
+        messages = [
+            m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in run_input.messages
+        ]
+        return Thread(messages, run_input.state)
+
+    return await anyio.to_thread.run_sync(dump)
+
+
+def _redacted_snapshot(bridge: Bridge, thread: Thread) -> list[str]:
+    return [bridge.redactor.redact(frame) for frame in snapshot_frames(thread)]
+
+
+def _finished(run_input: RunAgentInput, thread: Thread) -> RunFinishedEvent:
+    outcome = None
+    if thread.interrupts:
+        try:
+            outcome = RunFinishedInterruptOutcome.model_validate(
+                {"type": "interrupt", "interrupts": thread.interrupts}
+            )
+        except ValidationError:
+            logger.warning("thread %s: its interrupts could not be read", run_input.thread_id)
+    return RunFinishedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id, outcome=outcome)
+
+
+def timed_out(config_timeout: float) -> BaseEvent:
+    return RunErrorEvent(
+        message=f"the run went on longer than --run-timeout ({config_timeout:g} s)",
+        code="run_timeout",
+    )

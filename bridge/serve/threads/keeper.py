@@ -1,0 +1,236 @@
+"""The threads of a bridge started with ``--threads``: whose each request is, the runs going on
+in this process, and what is kept of each thread in the store.
+
+A run's thread is saved twice: as it begins (the client's messages, and the run going on in
+it, so that a hydrate on another process finds the run to follow) and as it ends (the messages
+as the client holds them after the run's events, its state, the interrupts it waits on). Both
+are made off the event loop (a thread of megabytes is folded and written in a worker thread)
+and redacted of the bridge's secrets. A store that fails costs the thread, never the run: the
+log says so, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from contextlib import suppress
+from typing import Any
+
+import anyio.to_thread
+from ag_ui.core import (
+    BaseEvent,
+    Message,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+)
+from starlette.requests import Request
+
+from bridge.config import BridgeConfig
+from bridge.core.errors import InvalidRunInputError
+from bridge.serve.threads.fold import ThreadFold
+from bridge.serve.threads.live import LiveRun, LiveRuns
+from bridge.serve.threads.owner import OwnerOf, Owners
+from bridge.serve.threads.store import RUN_KEPT, ThreadStore, ThreadStoreError, ThreadSummary
+from bridge.serve.threads.thread import Thread, read_document
+from bridge.serve.tools.claims import StoreWatch
+
+logger = logging.getLogger("agui_bridge")
+
+SHUTTING_DOWN = "the bridge is shutting down; try again"
+#: Seconds between two looks for cancels asked on other processes (a shared store).
+CANCEL_POLL = 1.0
+
+
+class ThreadKeeper:
+    """Threads kept, runs followed: one per app with ``--threads``."""
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        store: ThreadStore,
+        redact: Callable[[str], str],
+        owner: OwnerOf | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self._redact = redact
+        self.owners = Owners(header=config.thread_owner_header, owner=owner)
+        self.live = LiveRuns()
+        self._watch = StoreWatch(store)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._poller: asyncio.Task[None] | None = None
+
+    def owner(self, request: Request) -> str:
+        return self.owners.of(request)
+
+    async def down(self) -> bool:
+        """Whether the store does not answer (``/health``)."""
+        return not await self._watch.available()
+
+    async def thread(self, owner: str, thread_id: str) -> Thread | None:
+        """The owner's thread, ``None`` when unknown; ``ThreadStoreError`` when the store
+        cannot say."""
+        document = await self.store.load(owner, thread_id)
+        if document is None:
+            return None
+        return await anyio.to_thread.run_sync(read_document, document)
+
+    async def threads(self, owner: str) -> list[ThreadSummary]:
+        listed = await self.store.threads(owner)
+        running = {live.thread_id: live.run_id for live in self.live.running()}
+        return [
+            ThreadSummary(s.id, s.title, s.updated, running.get(s.id, s.running)) for s in listed
+        ]
+
+    # -- a run ---------------------------------------------------------------------------
+
+    def begin(self, run_input: RunAgentInput, owner: str) -> LiveRun:
+        """A run of ``owner``'s, kept as it goes (409 when a run of that id goes on)."""
+        going = self.live.get(run_input.run_id)
+        if going is not None and not going.ended:
+            raise InvalidRunInputError(
+                f"a run with the id {run_input.run_id!r} is going on; "
+                "each run needs an id of its own",
+                status=409,
+                code="run_exists",
+            )
+        store = self.store
+        live = LiveRun(
+            run_input.run_id,
+            owner,
+            run_input.thread_id,
+            max_bytes=self.config.max_thread_bytes,
+            grace=self.config.run_grace,
+            mirror=store if store.shared else None,
+        )
+        self.live.add(live)
+        started = self._spawn(self._save_start(live, run_input))
+        live.done.add_done_callback(lambda _: self._spawn(self._save_end(live, run_input, started)))
+        if store.shared and (self._poller is None or self._poller.done()):
+            self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
+        return live
+
+    async def cancel_ends(self, live: LiveRun, run_input: RunAgentInput) -> list[BaseEvent]:
+        """What ends a cancelled run: the ends of what it left open, then RUN_FINISHED with
+        outcome ``cancelled``; RUN_ERROR ``cancelled`` when its early frames were let go (what
+        is open is not known)."""
+        if live.cancel_reason == "shutting_down":
+            return [RunErrorEvent(message=SHUTTING_DOWN, code="shutting_down")]
+        if not live.kept:
+            return [RunErrorEvent(message="the run was cancelled", code="cancelled")]
+        frames = live.frames()
+
+        def fold() -> list[BaseEvent]:
+            folded = ThreadFold([], None)
+            for frame in frames:
+                folded.apply_frame(frame)
+            return list(folded.open_ends())
+
+        ends = await anyio.to_thread.run_sync(fold)
+        finished = RunFinishedEvent(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            result={"cancelled": True, "reason": live.cancel_reason or "cancelled"},
+            outcome=RunFinishedCancelledOutcome(),
+        )
+        return [*ends, finished]
+
+    async def _save_start(self, live: LiveRun, run_input: RunAgentInput) -> None:
+        try:
+            if self.store.shared:
+                await self.store.run_begin(live.run_id, live.owner, live.thread_id)
+            await self._save(live, run_input, [], running=live.run_id)
+        except ThreadStoreError as exc:
+            logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
+
+    async def _save_end(
+        self, live: LiveRun, run_input: RunAgentInput, started: asyncio.Task[Any]
+    ) -> None:
+        with suppress(Exception):  # its failure was logged; the end is saved anyway
+            await started
+        try:
+            if live.kept:
+                await self._save(live, run_input, live.frames(), running=None)
+            else:  # the thread stays as it was before the run
+                logger.warning(
+                    "run %s: its thread passed --max-thread-bytes (%d); the run was not kept",
+                    live.run_id,
+                    self.config.max_thread_bytes,
+                )
+                await self._save(live, run_input, [], running=None)
+        except ThreadStoreError as exc:
+            logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
+        finally:
+            kept = 0.0 if self.store.shared else RUN_KEPT  # a shared store serves it after
+            asyncio.get_running_loop().call_later(kept, self.live.remove, live)
+
+    async def _save(
+        self, live: LiveRun, run_input: RunAgentInput, frames: Sequence[str], running: str | None
+    ) -> None:
+        messages, state = run_input.messages, run_input.state
+        made = await anyio.to_thread.run_sync(self._document, messages, state, frames, running)
+        if made is None:
+            logger.warning(
+                "run %s: its thread passed --max-thread-bytes (%d) and was not kept",
+                live.run_id,
+                self.config.max_thread_bytes,
+            )
+            return
+        document, title = made
+        summary = ThreadSummary(live.thread_id, title, time.time(), running)
+        await self.store.save(live.owner, live.thread_id, document, summary)
+
+    def _document(
+        self,
+        messages: Sequence[Message],
+        state: Any,
+        frames: Sequence[str],
+        running: str | None,
+    ) -> tuple[bytes, str] | None:
+        """The thread's document after ``frames`` (in a worker thread), redacted; ``None``
+        past ``max_thread_bytes``."""
+        dumped = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in messages]
+        folded = ThreadFold(dumped, state)
+        for frame in frames:
+            folded.apply_frame(frame)
+        thread = Thread(folded.messages, folded.state, folded.interrupts, running)
+        document = self._redact(thread.document().decode()).encode()
+        if len(document) > self.config.max_thread_bytes:
+            return None
+        return document, self._redact(folded.title())
+
+    # -- cancels from other processes ------------------------------------------------------
+
+    async def _poll_cancels(self) -> None:
+        while running := self.live.running():
+            await asyncio.sleep(CANCEL_POLL)
+            try:
+                asked = set(await self.store.cancelled([live.run_id for live in running]))
+            except ThreadStoreError:
+                continue  # the store is down: a cancel asked meanwhile waits for it
+            for live in running:
+                if live.run_id in asked:
+                    live.cancel()
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def aclose(self) -> None:
+        for live in self.live.running():
+            live.cancel("shutting_down")
+        pending = [live.done for live in self.live.running()]
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+        if self._poller is not None:
+            self._poller.cancel()
+        await self._watch.aclose()
+        await self.store.aclose()

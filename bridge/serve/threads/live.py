@@ -1,0 +1,328 @@
+"""Runs that outlive their connection (README "Threads"). With threads kept, a run is no
+longer its response's: it runs in a task of its own, its frames kept and numbered (the ``id:``
+of each SSE frame), and any number of clients follow it: the one that started it, and one that
+comes back after a reload (``follow(after)``: every frame after the one it had, exactly once,
+then the rest live). A run whose followers are all gone goes on for ``grace`` seconds, long
+enough for a reload; then it is cancelled, so a closed tab does not burn tokens. A cancel (the
+owner's ``POST /runs/{id}/cancel``, the grace running out) stops the upstream request and ends
+the run with what is open closed and ``RUN_FINISHED`` outcome ``cancelled``.
+
+A follower that lags ``FOLLOW_WINDOW`` frames behind makes the run wait, as a slow reader
+slows the upstream read without threads; a run nobody follows waits for nobody.
+
+The frames kept are bounded by ``max_bytes`` (the thread's limit): past it the run goes on for
+its followers, its early frames are let go once read, and it can no longer be followed from its
+start nor kept in its thread (``kept`` is ``False``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import suppress
+from typing import Any
+
+from ag_ui.core import BaseEvent, CustomEvent
+
+from bridge.core.encode import encode_event
+from bridge.serve.threads.store import Batch, ThreadStore, ThreadStoreError
+
+logger = logging.getLogger("agui_bridge")
+
+#: Frames a follower may be behind before the run waits for it.
+FOLLOW_WINDOW = 256
+
+#: Said to the run's clients when its thread passes ``max_bytes`` (README "Threads").
+NOT_KEPT_FRAME = encode_event(
+    CustomEvent(
+        name="agui_bridge.thread_not_kept",
+        value={
+            "code": "thread_too_large",
+            "message": "this run passed the bridge's --max-thread-bytes: it goes on, but it will "
+            "not be kept in its thread, nor can it be followed again after a reload",
+        },
+    )
+)
+
+#: The start of a frame that ends a run (``encode_event`` writes ``type`` first).
+_ENDS = ('data: {"type":"RUN_FINISHED"', 'data: {"type":"RUN_ERROR"')
+
+
+def ends_run(frame: str) -> bool:
+    """Whether the frame is a run's terminal event."""
+    return frame.startswith(_ENDS)
+
+
+class RunGoneError(Exception):
+    """The frames a follower asked for were let go (the run passed ``max_bytes``)."""
+
+
+#: Writes the run's last events through its own writer (redacted, shaped for its client).
+EndWith = Callable[[Sequence[BaseEvent]], None]
+#: The events that end a cancelled run: what it left open closed, and its terminal event.
+CancelEnds = Callable[["LiveRun"], Awaitable[Sequence[BaseEvent]]]
+
+
+class LiveRun:
+    """One run going on in this process, its frames, and who follows it."""
+
+    def __init__(
+        self,
+        run_id: str,
+        owner: str,
+        thread_id: str,
+        *,
+        max_bytes: int,
+        grace: float,
+        mirror: ThreadStore | None = None,
+    ) -> None:
+        self.run_id, self.owner, self.thread_id = run_id, owner, thread_id
+        self._max_bytes = max_bytes
+        self._grace = grace
+        self._frames: list[str] = []
+        self._base = 0  # frames let go from the front (past max_bytes)
+        self._size = 0
+        self.kept = True
+        self.ended = False
+        self.cancel_reason: str | None = None
+        self._more: asyncio.Future[None] | None = None
+        self._followers: dict[int, int] = {}  # follower → the last frame it took
+        self._drained: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._alone: asyncio.TimerHandle | None = None
+        self.followed_once = False
+        self._mirror = mirror
+        self._mirrored = 0  # frames handed to the mirror
+        self._mirroring: asyncio.Task[None] | None = None
+        self.done = asyncio.get_running_loop().create_future()
+        #: The run's input (``RunAgentInput``): what a hydrate shows while the run goes on.
+        self.input: Any = None
+
+    # -- written by the run (the output's sink) --------------------------------------------
+
+    def add(self, text: str) -> None:
+        """One frame or several (a batch's, encoded together): each is numbered. A frame ends
+        at its first blank line (JSON escapes every line break inside the data)."""
+        if not text:
+            return
+        if text.find("\n\n") == len(text) - 2:  # most batches: one token's frame
+            self._frames.append(text)
+        else:
+            self._frames.extend(frame + "\n\n" for frame in text.split("\n\n")[:-1])
+        self._size += len(text)
+        if self.kept and self._size > self._max_bytes:
+            self.kept = False
+            self._frames.append(NOT_KEPT_FRAME)
+
+    async def flush(self) -> None:
+        self._wake()
+        if self._mirror is not None:
+            self._mirror_more()
+        if not self.kept:
+            self._let_go()
+        while self._followers and self._lag() > FOLLOW_WINDOW:
+            if self._drained is None or self._drained.done():
+                self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+
+    @property
+    def size(self) -> int:
+        """The characters of every frame written."""
+        return self._size
+
+    @property
+    def last(self) -> int:
+        """The number of the last frame written."""
+        return self._base + len(self._frames)
+
+    def frames(self) -> list[str]:
+        """Every frame kept (all of them while ``kept``)."""
+        return list(self._frames)
+
+    def _wake(self) -> None:
+        more = self._more
+        if more is not None:
+            self._more = None
+            if not more.done():
+                more.set_result(None)
+
+    def _lag(self) -> int:
+        return self.last - min(self._followers.values())
+
+    def _let_go(self) -> None:
+        """Past the limit: drop the frames every follower has taken (all, with none)."""
+        taken = min(self._followers.values(), default=self.last)
+        drop = min(taken, self._mirrored if self._mirror is not None else taken) - self._base
+        if drop > 0:
+            del self._frames[:drop]
+            self._base += drop
+
+    # -- followed by clients ---------------------------------------------------------------
+
+    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, list[str]]]:
+        """``(number of the first, frames)`` after frame ``after``, as they come, until the
+        run's end; ``RunGoneError`` when those frames were let go."""
+        key = id(object())
+        self._followers[key] = after
+        self.followed_once = True
+        if self._alone is not None:
+            self._alone.cancel()
+            self._alone = None
+        taken = after
+        try:
+            while True:
+                end = self.last
+                if taken < end:
+                    if taken < self._base:
+                        raise RunGoneError(self.run_id)
+                    chunk = self._frames[taken - self._base :]
+                    first, taken = taken + 1, end
+                    self._followers[key] = taken
+                    drained = self._drained
+                    if drained is not None and not drained.done():
+                        drained.set_result(None)
+                    yield first, chunk
+                    continue
+                if self.ended:
+                    return
+                if self._more is None:
+                    self._more = asyncio.get_running_loop().create_future()
+                await asyncio.shield(self._more)
+        finally:
+            del self._followers[key]
+            drained = self._drained
+            if drained is not None and not drained.done():
+                drained.set_result(None)  # a run waiting for this follower waits no more
+            if not self._followers and not self.ended:
+                self._alone = asyncio.get_running_loop().call_later(self._grace, self._abandon)
+
+    def can_follow(self, after: int) -> bool:
+        """Whether the frames after ``after`` are all still here."""
+        return after >= self._base
+
+    @property
+    def followed(self) -> bool:
+        return bool(self._followers)
+
+    def _abandon(self) -> None:
+        self._alone = None
+        if not self._followers and not self.ended:
+            logger.info("run %s: no client came back in %gs; cancelled", self.run_id, self._grace)
+            self.cancel("abandoned")
+
+    # -- its life ------------------------------------------------------------------------
+
+    def start(
+        self,
+        run: Callable[[], Awaitable[None]],
+        *,
+        timeout: float,
+        end_with: EndWith,
+        cancel_ends: CancelEnds,
+        timed_out: Callable[[], BaseEvent],
+    ) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._drive(run, timeout, end_with, cancel_ends, timed_out)
+        )
+
+    def cancel(self, reason: str = "cancelled") -> bool:
+        """Stop the run (its upstream request); ``False`` when it has ended already."""
+        if self.ended or self._task is None or self.cancel_reason is not None:
+            return not self.ended
+        self.cancel_reason = reason
+        self._task.cancel()
+        return True
+
+    async def _drive(
+        self,
+        run: Callable[[], Awaitable[None]],
+        limit: float,
+        end_with: EndWith,
+        cancel_ends: CancelEnds,
+        timed_out: Callable[[], BaseEvent],
+    ) -> None:
+        try:
+            async with asyncio.timeout(limit):
+                await run()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self.cancel_reason is None or task is None:
+                raise
+            task.uncancel()  # ours: the run goes on to write its end
+            if not self._terminal_written():
+                end_with(await cancel_ends(self))
+        except TimeoutError:
+            if not self._terminal_written():
+                end_with([timed_out()])
+        except Exception:  # the run's own safety net wrote its end; nothing is left to say
+            logger.exception("run %s failed", self.run_id)
+        finally:
+            self.ended = True
+            self._wake()
+            if self._alone is not None:
+                self._alone.cancel()
+            if self._mirror is not None:
+                self._mirror_more()
+            if self._mirroring is not None:
+                with suppress(asyncio.CancelledError):
+                    await self._mirroring
+            if not self.done.done():
+                self.done.set_result(None)
+
+    def _terminal_written(self) -> bool:
+        return bool(self._frames) and ends_run(self._frames[-1])
+
+    # -- what other processes see (a shared store) -----------------------------------------
+
+    def _mirror_more(self) -> None:
+        if self._mirroring is None or self._mirroring.done():
+            self._mirroring = asyncio.get_running_loop().create_task(self._write_mirror())
+
+    async def _write_mirror(self) -> None:
+        """Hand the frames not yet mirrored to the store, one batch per write: while one write
+        goes, the frames made meanwhile gather into the next."""
+        mirror = self._mirror
+        assert mirror is not None
+        while self._mirrored < self.last:
+            first = self._mirrored + 1
+            frames = self._frames[first - 1 - self._base :]
+            ended = ends_run(frames[-1])
+            try:
+                await mirror.run_append(self.run_id, Batch(first, frames), ended=ended)
+            except ThreadStoreError as exc:
+                logger.warning("run %s: its events are not shared: %s", self.run_id, exc.message)
+                self._mirror = None
+                return
+            self._mirrored = first - 1 + len(frames)
+
+
+class LiveRuns:
+    """This process's runs going on (and ended a moment ago), by run id and by thread."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, LiveRun] = {}
+        self._threads: dict[tuple[str, str], LiveRun] = {}
+
+    def add(self, live: LiveRun) -> None:
+        self._runs[live.run_id] = live
+        self._threads[live.owner, live.thread_id] = live
+
+    def get(self, run_id: str) -> LiveRun | None:
+        return self._runs.get(run_id)
+
+    def of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
+        live = self._threads.get((owner, thread_id))
+        return live if live is not None and not live.ended else None
+
+    def running(self) -> list[LiveRun]:
+        return [live for live in self._runs.values() if not live.ended]
+
+    def remove(self, live: LiveRun) -> None:
+        if self._runs.get(live.run_id) is live:
+            del self._runs[live.run_id]
+        if self._threads.get((live.owner, live.thread_id)) is live:
+            del self._threads[live.owner, live.thread_id]
+
+    def __len__(self) -> int:
+        return len(self._runs)

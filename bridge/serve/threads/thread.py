@@ -1,0 +1,74 @@
+"""A thread as the store keeps it, and as a hydrate sends it back.
+
+The document is the thread's JSON: its AG-UI messages as the client holds them (camelCase),
+its state, the interrupts it waits on, and the run going on in it (``running``), if any. The
+frames a hydrate sends are made from it directly (``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT``):
+the messages were checked when they came in, and a thread of megabytes is not validated again
+event by event on the way out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+#: The document's form; a document of another is read as no thread.
+VERSION = 1
+
+
+@dataclass(slots=True)
+class Thread:
+    """A thread's messages (AG-UI, camelCase dicts), state, the interrupts it waits on
+    (``RUN_FINISHED`` outcome's, camelCase) and the run going on in it."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    state: Any = None
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    running: str | None = None
+
+    def document(self) -> bytes:
+        return orjson.dumps(
+            {
+                "v": VERSION,
+                "messages": self.messages,
+                "state": self.state,
+                "interrupts": self.interrupts,
+                "running": self.running,
+            }
+        )
+
+
+def read_document(document: bytes) -> Thread | None:
+    """The thread a document holds; ``None`` for one this bridge cannot read (another
+    version's, damaged): as if it were not there."""
+    try:
+        data = orjson.loads(document)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or data.get("v") != VERSION:
+        return None
+    messages, interrupts = data.get("messages"), data.get("interrupts")
+    running = data.get("running")
+    if not isinstance(messages, list) or not isinstance(interrupts, list):
+        return None
+    return Thread(
+        messages=[m for m in messages if isinstance(m, dict)],
+        state=data.get("state"),
+        interrupts=[i for i in interrupts if isinstance(i, dict)],
+        running=running if isinstance(running, str) else None,
+    )
+
+
+def snapshot_frames(thread: Thread) -> list[str]:
+    """``MESSAGES_SNAPSHOT`` of the thread's messages, then ``STATE_SNAPSHOT`` when it has a
+    state, as SSE frames."""
+    frames = [_frame({"type": "MESSAGES_SNAPSHOT", "messages": thread.messages})]
+    if thread.state is not None:
+        frames.append(_frame({"type": "STATE_SNAPSHOT", "snapshot": thread.state}))
+    return frames
+
+
+def _frame(event: dict[str, Any]) -> str:
+    return f"data: {orjson.dumps(event).decode()}\n\n"
