@@ -12,6 +12,7 @@ number), which ``Last-Event-ID`` gives back. Another owner's thread or run reads
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from urllib.parse import quote, unquote
@@ -186,6 +187,9 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
     """A run of another process, as the store has its frames; ends with its terminal frame, or
     when the store has nothing more of it."""
     wait = keeper.config.keepalive_interval
+    # A run whose process died writes no more: after --run-timeout with nothing new, the
+    # follower is let go (the run could not have gone on longer anyway).
+    quiet_since = time.monotonic()
     while True:
         try:
             batches = await keeper.store.run_events(run_id, after, wait)
@@ -195,6 +199,7 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
         for batch in batches:
             frames = list(batch.frames[max(after - batch.first + 1, 0) :])
             if frames:
+                quiet_since = time.monotonic()
                 yield after + 1, frames
                 after = batch.last
             if batch.frames and ends_run(batch.frames[-1]):
@@ -202,6 +207,9 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
         if not batches:
             info = await keeper.store.run_info(run_id)
             if info is None or info.ended:
+                return
+            if time.monotonic() - quiet_since > keeper.config.run_timeout:
+                logger.warning("run %s: nothing new of it in --run-timeout; let go", run_id)
                 return
 
 

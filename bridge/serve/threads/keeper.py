@@ -143,9 +143,13 @@ class ThreadKeeper:
         try:
             if self.store.shared:
                 await self.store.run_begin(live.run_id, live.owner, live.thread_id)
+                live.begun.set_result(True)
             await self._save(live, run_input, [], running=live.run_id)
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
+        finally:
+            if not live.begun.done():  # the store was not told: its events stay here
+                live.begun.set_result(False)
 
     async def _save_end(
         self, live: LiveRun, run_input: RunAgentInput, started: asyncio.Task[Any]
@@ -165,8 +169,7 @@ class ThreadKeeper:
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:
-            kept = 0.0 if self.store.shared else RUN_KEPT  # a shared store serves it after
-            asyncio.get_running_loop().call_later(kept, self.live.remove, live)
+            asyncio.get_running_loop().call_later(RUN_KEPT, self.live.remove, live)
 
     async def _save(
         self, live: LiveRun, run_input: RunAgentInput, frames: Sequence[str], running: str | None

@@ -30,6 +30,10 @@ from bridge.serve.threads.store import Batch, ThreadStore, ThreadStoreError
 
 logger = logging.getLogger("agui_bridge")
 
+#: Seconds between two writes of a run's frames to a shared store: what a follower on another
+#: process may lag behind one on this one.
+MIRROR_EVERY = 0.1
+
 #: Frames a follower may be behind before the run waits for it.
 FOLLOW_WINDOW = 256
 
@@ -95,6 +99,9 @@ class LiveRun:
         self._mirror = mirror
         self._mirrored = 0  # frames handed to the mirror
         self._mirroring: asyncio.Task[None] | None = None
+        #: Set by the keeper once a shared store knows of the run (``True``), or could not
+        #: be told (``False``: its events stay this process's).
+        self.begun: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.done = asyncio.get_running_loop().create_future()
         #: The run's input (``RunAgentInput``): what a hydrate shows while the run goes on.
         self.input: Any = None
@@ -280,11 +287,17 @@ class LiveRun:
             self._mirroring = asyncio.get_running_loop().create_task(self._write_mirror())
 
     async def _write_mirror(self) -> None:
-        """Hand the frames not yet mirrored to the store, one batch per write: while one write
-        goes, the frames made meanwhile gather into the next."""
+        """Hand the frames not yet mirrored to the store, one batch per write, at most one
+        write per ``MIRROR_EVERY``: the frames made meanwhile gather into the next (a Redis
+        append costs more CPU than a token's whole way through the bridge)."""
         mirror = self._mirror
         assert mirror is not None
+        if not await self.begun:  # the store knows of the run before its first frames
+            self._mirror = None
+            return
         while self._mirrored < self.last:
+            if self._mirrored and not self.ended:  # a run's first frames go at once
+                await asyncio.sleep(MIRROR_EVERY)
             first = self._mirrored + 1
             frames = self._frames[first - 1 - self._base :]
             ended = ends_run(frames[-1])
