@@ -1,0 +1,84 @@
+"""The official clients restore a thread (issue 42, point 3): ``@ag-ui/client`` 1.0.0 and 0.0.59,
+over real HTTP, hold a conversation; then a fresh agent of the same thread (a reload: no
+messages, no state) runs with no messages, the bridge's hydrate, and ends holding exactly the
+messages, state and pending interrupts the first held; an approval waiting before the reload is
+answered after it, and the approved call runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fold_node import CLIENTS, conversations
+
+from bridge.serve.tools.python_tools import requires_approval
+from servers import ASK_TOOLS, TOOLS, scripted_stack
+
+SECRET = "Qx7Vb2Kp9Lm4Nz8Rt1Wy6Hd5Jf0Gs3"
+SENT: list[str] = []
+
+
+def get_time() -> str:
+    """The current time."""
+    return "12:00"
+
+
+@requires_approval
+def send_mail(to: str, subject: str) -> str:
+    """Send an e-mail."""
+    SENT.append(to)
+    return f"mail sent to {to}"
+
+
+def user(text: str, message_id: str = "u1") -> dict[str, Any]:
+    return {"id": message_id, "role": "user", "content": text}
+
+
+def _held(turn: dict[str, Any]) -> tuple[Any, Any, Any]:
+    assert not turn["failed"] and turn["rejected"] is None, turn["rejected"]
+    return turn["messages"], turn["state"], turn["pendingInterrupts"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_reloaded_client_holds_its_thread_again(client: str) -> None:
+    talks: dict[str, list[dict[str, Any]]] = {
+        "text": [{"add": [user("Hi")]}, {"add": [user("Hi again", "u2")]}],
+        "tools": [{"add": [user(f"What time is it? {ASK_TOOLS}")], "tools": TOOLS}],
+        "approval": [{"add": [user("Please send_mail and get_time")]}],
+        "state": [{"add": [user("Make a plan to bake a cake")]}],
+    }
+    reload = {"approval": [{"add": []}, {"approve": True}]}
+    SENT.clear()
+    with scripted_stack(
+        tools=[get_time, send_mail], shared_state=True, secret=SECRET, threads="memory"
+    ) as stack:
+        spec = [
+            {"url": stack.bridge_url, "threadId": f"{client}-{name}", "turns": turns}
+            for name, turns in talks.items()
+        ]
+        spec += [  # the same threads, reloaded: an agent with nothing, hydrated
+            {
+                "url": stack.bridge_url,
+                "threadId": f"{client}-{name}",
+                "turns": reload.get(name, [{"add": []}]),
+            }
+            for name in talks
+        ]
+        before, after = (
+            dict(zip(talks, reports, strict=True))
+            for reports in (lambda r: (r[: len(talks)], r[len(talks) :]))(
+                conversations(client, spec)
+            )
+        )
+    for name in talks:
+        held = _held(before[name][-1])
+        restored = _held(after[name][0])
+        assert after[name][0]["before"] == []  # the reloaded agent began with nothing
+        assert restored == held, name
+    _, state, _ = _held(before["state"][-1])
+    assert [s["status"] for s in state["steps"]] == ["completed"] * 3
+    assert [i["reason"] for i in _held(before["approval"][-1])[2]] == ["tool_call"]
+    # The approval answered after the reload runs the call, once.
+    resumed, _, left = _held(after["approval"][1])
+    assert left == [] and len(SENT) == 1, SENT
+    assert any(m["role"] == "tool" and "mail sent" in str(m["content"]) for m in resumed)
