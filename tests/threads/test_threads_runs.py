@@ -261,3 +261,73 @@ def test_threads_are_listed_newest_first_and_forgotten(store: str) -> None:
         assert httpx.delete(url + "/threads/th-a", headers=me).status_code == 204
         assert [t["id"] for t in listed()] == ["th-b"]
         assert events(post_run(url, hydrate_body("th-a"), me))[1]["messages"] == []
+
+
+def test_a_run_past_the_threads_limit_says_so_goes_on_and_is_not_kept() -> None:
+    with scripted_bridge("memory", max_thread_bytes=2000) as url:
+        first = body("th-big", "Hi")
+        frames = events(post_run(url, first))  # its frames pass 2000 bytes
+        said = [f for f in frames if f["type"] == "CUSTOM"]
+        assert [f["name"] for f in said] == ["agui_bridge.thread_not_kept"]
+        assert said[0]["value"]["code"] == "thread_too_large"
+        checked(frames)
+        assert frames[-1]["type"] == "RUN_FINISHED"  # the run went on to its end
+        wait_until(lambda: _running(url, "th-big") is None, "the run's end")
+        kept = events(post_run(url, hydrate_body("th-big")))[1]["messages"]
+        gone = follow(url, first["runId"], f"{first['runId']}:1")
+    assert kept == first["messages"]  # the thread as it was before the run
+    assert gone.status_code == 410
+    assert gone.json()["error"]["code"] == "run_not_kept"
+
+
+def test_a_run_longer_than_the_run_timeout_ends_with_run_timeout() -> None:
+    with (
+        faulty_upstream() as upstream,
+        serve(create_app(_slow(upstream.url, run_timeout=1.0))) as url,
+    ):
+        frames = events(post_run(url, body("th-long", "Hi")))
+        wait_until(lambda: upstream.requests[0].peer_closed_at is not None, "upstream closed")
+    assert frames[-1]["type"] == "RUN_ERROR" and frames[-1]["code"] == "run_timeout"
+    assert not upstream.requests[0].finished
+
+
+def test_an_apps_owner_function_and_a_proxys_header_tell_owners_apart() -> None:
+    with serve(create_scripted_upstream()) as upstream:
+        config = replace(scripted_config(upstream), threads="memory")
+
+        def owner(request: Any) -> str | None:
+            user: str | None = request.headers.get("x-app-user")
+            return user
+
+        headed = replace(config, thread_owner_header="X-Forwarded-User")
+        with (
+            serve(create_app(config, owner=owner)) as by_app,
+            serve(create_app(headed)) as by_header,
+        ):
+            for url, name in ((by_app, "x-app-user"), (by_header, "x-forwarded-user")):
+                ann, ben = {name: "ann"}, {name: "ben"}
+                given = body("th-mine", "Hi")
+                post_run(url, given, ann)
+                wait_until(lambda: _running(url, "th-mine", ann) is None, "kept")  # noqa: B023
+                assert events(post_run(url, hydrate_body("th-mine"), ben))[1]["messages"] == []
+                mine = events(post_run(url, hydrate_body("th-mine"), ann))[1]["messages"]
+                assert mine[0] == given["messages"][0]
+                nobody = httpx.post(url + "/", json=hydrate_body("th-mine"), timeout=10)
+                assert nobody.status_code == 401  # the identity this bridge keeps threads by
+
+
+def test_threads_kept_for_everyone_beyond_loopback_are_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from bridge.cli.threads import check_threads
+
+    config = replace(scripted_config("http://127.0.0.1:1"), threads="memory")
+    with caplog.at_level("WARNING", logger="agui_bridge"):
+        check_threads(config, "127.0.0.1")
+        assert caplog.records == []
+        check_threads(replace(config, auth_token="t" * 20), "0.0.0.0")
+        assert caplog.records == []
+        check_threads(config, "0.0.0.0")
+    assert "every caller as one owner" in caplog.text
+    with pytest.raises(ValueError, match="--threads file:///FOLDER"):
+        check_threads(config, "127.0.0.1", workers=2)

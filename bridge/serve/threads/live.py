@@ -186,6 +186,8 @@ class LiveRun:
                     chunk = self._frames[taken - self._base :]
                     first, taken = taken + 1, end
                     self._followers[key] = taken
+                    if not self.kept:  # what every follower took goes
+                        self._let_go()
                     drained = self._drained
                     if drained is not None and not drained.done():
                         drained.set_result(None)
