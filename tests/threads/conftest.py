@@ -5,8 +5,25 @@ test modules by their base name): ``test_threads_*.py``.
 """
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
+
+
+from redis_server import RedisServer  # noqa: E402  (found on the path put above)
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real ``redis-server`` for a module's tests."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,20 +33,9 @@ from bridge.cli.demo import create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
 from faulty_upstream import fault_model, faulty_upstream
-from redis_server import RedisServer
 from servers import TOOLS, scripted_config, serve
 
 ASK_TOOLS = "What's the weather in Paris? And make the background lightblue."
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["memory", "file", "redis"])
