@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from fold_node import CLIENTS, conversations
+from threads_tools import body, read_some
 
 from bridge.serve.tools.python_tools import requires_approval
+from node_tools import official
 from servers import ASK_TOOLS, TOOLS, scripted_stack
 
 SECRET = "Qx7Vb2Kp9Lm4Nz8Rt1Wy6Hd5Jf0Gs3"
@@ -82,3 +84,30 @@ def test_a_reloaded_client_holds_its_thread_again(client: str) -> None:
     resumed, _, left = _held(after["approval"][1])
     assert left == [] and len(SENT) == 1, SENT
     assert any(m["role"] == "tool" and "mail sent" in str(m["content"]) for m in resumed)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_reloaded_client_follows_the_answer_going_on_to_its_end(client: str) -> None:
+    """A reload in the middle of an answer: the fresh agent's hydrate follows the run (its
+    events from its start, after the thread as it began), and the client ends holding the
+    whole answer, once, as a client that never left holds it."""
+    with scripted_stack(pace=0.02, threads="memory") as stack:
+        thread = f"{client}-going"
+        whole = official(
+            [{"url": stack.bridge_url, "threadId": f"{thread}-ref", "messages": [user("Hi")]}],
+            client=client,
+        )[0]
+        given = body(thread, "Hi")
+        given["messages"] = [user("Hi")]
+        read_some(stack.bridge_url, given, 4)  # the page reloads mid-answer
+        [report] = official(
+            [{"url": stack.bridge_url, "threadId": thread, "messages": []}], client=client
+        )
+    assert not report["failed"] and report["rejected"] is None, report["rejected"]
+    kinds = [event["type"] for event in report["events"]]
+    assert kinds[:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"] and kinds[-1] == "RUN_FINISHED"
+
+    def said(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        return [(m["role"], m.get("content")) for m in messages]
+
+    assert said(report["messages"]) == said(whole["messages"])
