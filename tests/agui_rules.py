@@ -85,6 +85,8 @@ def parse_body(body: str) -> list[dict[str, Any]]:
     for block in body.split("\n\n"):
         if not block or block.startswith(":"):
             continue
+        if block.startswith("id: ") and block.count("\n") == 1:  # a kept run's (--threads)
+            block = block.split("\n", 1)[1]
         if not block.startswith("data: ") or "\n" in block:
             raise ProtocolViolation(f"not a one-line data frame: {block[:120]!r}")
         frames.append(json.loads(block[len("data: ") :]))
