@@ -6,6 +6,9 @@
 //   ?wiring=direct             the page's own HttpAgent talks to the bridge (which must allow
 //                              this page's origin: `agui-bridge demo --cors-origin …`)
 //   ?model=NAME                sent as forwardedProps.model (the bridge's model choice)
+//   &thread=ID                 (direct) the chat's thread, added when missing: a reload shows it
+//                              again, and an answer still going on, through ThreadAgent's
+//                              connect() (src/shell.tsx; the bridge with --threads)
 //
 // A server tool under approval (`agui-bridge … --approve PATTERN`, or `@requires_approval`) ends
 // the run with an AG-UI interrupt; `useInterrupt` shows an approval card for it, and Approve /
@@ -34,7 +37,14 @@ import { StrictMode, useEffect, useState, useSyncExternalStore } from "react";
 import { createRoot } from "react-dom/client";
 import { z } from "zod";
 
-import { ErrorBanners, Header, PROPERTIES, type ReportedError, WIRING_PROPS } from "./shell";
+import {
+  ErrorBanners,
+  Header,
+  pageThread,
+  PROPERTIES,
+  type ReportedError,
+  WIRING_PROPS,
+} from "./shell";
 import { StatePage } from "./state_page";
 
 type ToolCall = { name: string; args: Record<string, unknown> };
@@ -363,6 +373,7 @@ const ATTACHMENTS = {
 function App() {
   const [errors, setErrors] = useState<ReportedError[]>([]);
   const [refused, setRefused] = useState<string[]>([]);
+  const [threadId] = useState(pageThread);
   return (
     <CopilotKitProvider
       {...WIRING_PROPS}
@@ -386,6 +397,7 @@ function App() {
         ))}
         <main className="chat">
           <CopilotChat
+            threadId={threadId}
             labels={{
               chatInputPlaceholder: "Ask for the weather, the time, a background colour…",
             }}
