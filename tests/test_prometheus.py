@@ -175,7 +175,8 @@ def _check(
 def _demo(directory: Path, port: int) -> Iterator[httpx.Client]:
     """``agui-bridge demo --metrics`` on ``port``, requiring TOKEN, until the block ends; yields
     a client of its server that sends the token. Its output goes to ``directory/bridge.log``."""
-    command = [sys.executable, "-m", "bridge", "demo", "--port", str(port)]
+    # --threads none: a client that leaves cancels its run at once (counted "cancelled").
+    command = [sys.executable, "-m", "bridge", "demo", "--port", str(port), "--threads", "none"]
     command += ["--pace", str(PACE), "--metrics", "--shutdown-grace", "1", "--log-level", "warning"]
     env = {**os.environ, AUTH_TOKEN_VARIABLE: TOKEN}
     log = directory / "bridge.log"

@@ -77,7 +77,9 @@ def config_from_args(
         secret=environ.get(args.secret_env) or None,
         approval_timeout=args.approval_timeout,
         approval_store=args.approval_store,
-        threads=args.threads or None,
+        threads=None
+        if (args.threads or "none").strip().lower() in ("none", "off")
+        else args.threads,
         thread_ttl=args.thread_ttl,
         max_thread_bytes=args.max_thread_bytes,
         run_grace=args.run_grace,

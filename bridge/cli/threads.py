@@ -20,7 +20,8 @@ def add_thread_options(parser: argparse.ArgumentParser, *, default: str | None =
         help="keep each owner's threads and each run's events, so a reload finds its thread "
         "and a run outlives its connection: memory (this process), file:///FOLDER "
         "(processes of one machine), redis://HOST:PORT/DB or valkey://… (replicas)"
-        + (f" (default {default})" if default else "; default: none kept"),
+        + "; none keeps nothing"
+        + (f" (default {default})" if default else " (default)"),
     )
     group.add_argument(
         "--thread-ttl",
