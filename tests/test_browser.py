@@ -33,9 +33,11 @@ from typing import IO
 import httpx
 import pytest
 
+from bridge.cli.demo.dialects import DEFAULT_SCRIPTED_MODEL
+from bridge.cli.demo.server import create_scripted_upstream
 from helpers import tool_call_counts
 from node_tools import check_tap, npm_install, require, require_chromium, require_node, run, stop
-from servers import free_port
+from servers import free_port, serve
 
 WHY = "the browser tests need Node.js 20 or newer with npm, and Chromium (`.ci/run` installs Chromium)"
 
@@ -185,6 +187,49 @@ def test_demo_page_attachments_in_chromium() -> None:
             what="the attachments browser test",
         )
     check_tap(output, "the attachments browser test", 3)
+
+
+#: The threads test's slow pace: an answer (reasoning, then text) takes some 8 s, time to reload
+#: the page or press Stop in the middle of it.
+THREADS_PACE = 0.1
+
+
+def test_demo_page_threads_in_chromium() -> None:
+    """Issue 42, point 7: the demo page keeps its threads (``tests/browser/demo-threads.test.mjs``).
+    Two threads listed with their titles, newest first, each shown again when switched to (by
+    click and by keyboard) and one forgotten; a reload in the middle of an answer hydrates the
+    thread and follows the run to its end, the answer equal to one with no reload, once; Stop
+    cancels the run in the bridge (``RUN_FINISHED`` outcome cancelled, ``running`` null), the
+    partial answer kept by the page and the thread alike; and ``serve --web-demo`` without
+    ``--threads`` shows no list and makes no thread request."""
+    node = require_node(WHY)
+    require_chromium()
+    _build_web_demo()
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    with (
+        _bridge("threads", "demo", "--pace", str(FAST_PACE)) as fast,
+        _bridge("slow-threads", "demo", "--pace", str(THREADS_PACE)) as slow,
+        serve(create_scripted_upstream(pace=FAST_PACE)) as upstream,
+        _bridge(
+            "no-threads",
+            *(
+                "serve",
+                "--web-demo",
+                "--upstream-url",
+                f"{upstream}/v1",
+                "--model",
+                DEFAULT_SCRIPTED_MODEL,
+            ),
+        ) as plain,
+    ):
+        output = run(
+            [node, "--test", "--test-reporter=tap", "demo-threads.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env={**os.environ, "DEMO_URL": fast, "SLOW_DEMO_URL": slow, "PLAIN_URL": plain},
+            timeout=240,
+            what="the threads browser test",
+        )
+    check_tap(output, "the threads browser test", 4)
 
 
 @contextmanager

@@ -56,6 +56,26 @@ export function toPart(attachment: Attachment): ContentPart {
   };
 }
 
+/** The attachment a part was sent as (a restored thread's user message); undefined for a text
+ * part, or a part whose bytes the page does not hold (a URL, a provider's file). */
+export function fromPart(part: ContentPart): Attachment | undefined {
+  if (part.type === "text" || part.source.type !== "data") return undefined;
+  const { value, mimeType } = part.source;
+  const padding = value.endsWith("==") ? 2 : value.endsWith("=") ? 1 : 0;
+  const metadata: unknown = part.metadata;
+  const named = isRecord(metadata) && typeof metadata.filename === "string";
+  return {
+    name: named ? String(metadata.filename) : part.type,
+    mimeType,
+    size: Math.floor((value.length * 3) / 4) - padding,
+    data: value,
+  };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 /** Bytes as the scripted model says them: `512 B`, `3 KB`, `2.5 MB` (1 KB = 1024 B). */
 export function humanSize(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;

@@ -1,6 +1,12 @@
 // One conversation with the agent through the official client (@ag-ui/client's HttpAgent): a
 // user turn is a run, plus one follow-up run per round of frontend tool calls, until the model
 // answers without calling a tool, the user stops it, or the run fails.
+//
+// With a bridge that keeps threads (threads.ts), a thread is opened by a hydrate: a run with no
+// messages, answered with the thread (MESSAGES_SNAPSHOT, drawn by thread_view.ts) and, when a
+// run is going on in it, that run's events from its start and then live, which go through the
+// same handlers as any run's. So a reload mid-answer shows the answer going on, each piece once.
+// Stop asks the bridge to cancel the run, and reads its stream to the end it then gets.
 
 import {
   HttpAgent,
@@ -15,29 +21,19 @@ import {
 } from "@ag-ui/client";
 
 import { toPart, type Attachment } from "./attachments";
-import {
-  MCP_APPS_ACTIVITY,
-  readActivity,
-  readWidgetHtml,
-  resultText,
-  type McpAppActivity,
-} from "./mcp_apps";
+import { describeHttpError, isRecord } from "./http_errors";
+import { readWidgetHtml, type McpAppActivity } from "./mcp_apps";
 import { readState, type StateParts } from "./state_cards";
-import { FRONTEND_TOOLS, runTool } from "./tools";
-import type { ConversationView, ToolCard, TurnView } from "./view";
-
-/** The page's own tools; any other the model calls is the bridge's (a server tool). */
-const FRONTEND_TOOL_NAMES = new Set(FRONTEND_TOOLS.map((tool) => tool.name));
-
-/**
- * The bridge's shared-state tool (`--shared-state`, on in `agui-bridge demo`): an edit that
- * applies shows as the state cards it changes, not as a tool card; one that fails or is declined
- * gets its tool card, so the reason stays on the page.
- */
-const STATE_TOOL = "update_state";
+import { showActivity, showThread, showToolResult, textOf, toolCallsOf } from "./thread_view";
+import type { Threads } from "./threads";
+import { FRONTEND_TOOL_NAMES, FRONTEND_TOOLS, runTool, STATE_TOOL } from "./tools";
+import type { ConversationView, TurnView } from "./view";
 
 /** Tool rounds per user turn: a model that keeps calling tools is stopped here. */
 const MAX_TOOL_ROUNDS = 8;
+
+/** How long Stop waits for the run the bridge cancels to end before the client lets go. */
+const CANCEL_WAIT_MS = 3000;
 
 /** How a run ended for the loop: frontend calls to answer, interrupts to put to the person. */
 interface RunEnd {
@@ -60,57 +56,111 @@ export interface ChatHooks {
   awaitingApproval(on: boolean): void;
   /** A short line for screen readers (a polite live region). */
   announce(text: string): void;
+  /** A run began or ended: the bridge's thread changed (the thread list is due). */
+  threadChanged(): void;
 }
 
 export class Chat {
   private agent: HttpAgent;
-  private stopRequested = false;
+  /** Why the turn in progress ends early: the person stopped it, or left its thread. */
+  private ending: "stop" | "leave" | undefined;
   /** The user turn in progress, until it has settled. */
   private turn: Promise<void> | undefined;
   /** The approval cards waiting for the person, while a turn waits for them. */
   private stopWaiting: (() => void) | undefined;
+  /** The turn the events go to: the one the person began, or a restored thread's last. */
+  private shown: TurnView | undefined;
+  /** The run in flight: the id sent, then RUN_STARTED's (a hydrate follows another run). */
+  private runId: string | undefined;
+  /** The bridge's threads, when it keeps them: a thread can be opened, and Stop cancels there. */
+  threads: Threads | undefined;
 
   constructor(
     private readonly url: string,
     private readonly headers: Record<string, string>,
     private readonly view: ConversationView,
     private readonly hooks: ChatHooks,
+    threadId: string = randomUUID(),
   ) {
-    this.agent = this.newAgent();
+    this.agent = this.newAgent(threadId);
   }
 
   get running(): boolean {
     return this.turn !== undefined;
   }
 
+  get threadId(): string {
+    return this.agent.threadId;
+  }
+
   /** Sends the user's message (its text and attachments) and runs until the model has answered. */
   send(text: string, attachments: readonly Attachment[] = []): Promise<void> {
-    this.turn ??= this.converse(text, attachments).finally(() => {
+    return this.begin(() => this.converse(text, attachments));
+  }
+
+  /**
+   * Stops the turn in progress; what streamed so far stays on the page. A bridge that keeps
+   * threads is asked to cancel the run, whose stream then ends (RUN_FINISHED, outcome
+   * cancelled) with what the thread keeps; otherwise, or if that end does not come, the client
+   * lets go of the stream (and the bridge cancels a run whose client left).
+   */
+  stop(): void {
+    if (!this.turn) return;
+    this.ending = "stop";
+    this.stopWaiting?.();
+    const runId = this.runId;
+    if (runId === undefined) return;
+    if (!this.threads) {
+      this.agent.abortRun();
+      return;
+    }
+    const letGo = (): void => {
+      if (this.runId === runId) this.agent.abortRun();
+    };
+    window.setTimeout(letGo, CANCEL_WAIT_MS);
+    this.threads.cancel(runId).then((taken) => {
+      if (!taken) letGo();
+    }, letGo);
+  }
+
+  /**
+   * Lets go of the conversation shown, as when the page closes: with threads kept, a run going
+   * on goes on in the bridge, and the thread can be opened again to follow it.
+   */
+  async leave(): Promise<void> {
+    if (!this.turn) return;
+    this.ending = "leave";
+    this.stopWaiting?.();
+    this.agent.abortRun();
+    await this.turn;
+  }
+
+  /** Opens a thread (after leaving the one shown): a new, empty one, or (`threadId`, with a
+   * bridge that keeps threads) one of the bridge's, hydrated, a run going on in it followed. */
+  async open(threadId?: string): Promise<void> {
+    await this.leave();
+    this.agent = this.newAgent(threadId ?? randomUUID());
+    this.shown = undefined;
+    if (threadId !== undefined && this.threads) void this.begin(() => this.restore());
+  }
+
+  private begin(work: () => Promise<void>): Promise<void> {
+    this.turn ??= work().finally(() => {
       this.turn = undefined;
       this.hooks.running(false);
     });
     return this.turn;
   }
 
-  /** Aborts the run in progress; what streamed so far stays on the page. */
-  stop(): void {
-    if (!this.turn) return;
-    this.stopRequested = true;
-    this.agent.abortRun();
-    this.stopWaiting?.();
-  }
-
-  /** Forgets the conversation (after stopping what runs): a new thread. */
-  async reset(): Promise<void> {
-    this.stop();
-    await this.turn;
-    this.agent = this.newAgent();
+  private start(): void {
+    this.ending = undefined;
+    this.hooks.running(true);
   }
 
   private async converse(text: string, attachments: readonly Attachment[]): Promise<void> {
-    this.stopRequested = false;
-    this.hooks.running(true);
+    this.start();
     const turn = this.view.startTurn(text, attachments);
+    this.shown = turn;
     // The state's cards show in the turn that changed them, compared with the state sent now.
     const before = readState(this.agent.state);
     // With attachments, the content is parts (the text first, when there is some), as
@@ -120,45 +170,73 @@ export class Chat {
       : text;
     const userMessageId = randomUUID();
     this.agent.addMessage({ id: userMessageId, role: "user", content });
+    await this.rounds(before, () => {
+      // Kept, it would go again with every later message and be refused again (a file over
+      // the bridge's limit, say): the conversation goes on without it.
+      this.forget(userMessageId);
+      turn.note("Not kept in the conversation: the next message is sent without it.", "error");
+    });
+  }
+
+  /**
+   * Opens the thread with a hydrate: the thread shown as it stands, and a run going on in it
+   * followed to its end, its frontend tool calls answered and its interrupts put to the person
+   * as in any turn. The state shows as cards in the last turn.
+   */
+  private async restore(): Promise<void> {
+    this.start();
+    await this.rounds({}, undefined, true);
+  }
+
+  /**
+   * A turn's runs: the first (a hydrate's, with `hydrate`), then one per round of frontend tool
+   * calls and a resumed one once the person has answered the interrupts, until the model has
+   * answered. `refused`: what to do when the bridge refuses the first run's request.
+   */
+  private async rounds(before: StateParts, refused?: () => void, hydrate = false): Promise<void> {
     try {
       let resume: ResumeEntry[] | undefined;
       for (let round = 0; ; round += 1) {
-        const { pending, interrupts, refused } = await this.runOnce(turn, before, resume);
+        const end = await this.runOnce(before, resume, hydrate && round === 0);
         resume = undefined;
-        if (refused && round === 0) {
-          // Kept, it would go again with every later message and be refused again (a file
-          // over the bridge's limit, say): the conversation goes on without it.
-          this.forget(userMessageId);
-          turn.note("Not kept in the conversation: the next message is sent without it.", "error");
+        if (end.refused && round === 0 && refused) {
+          refused();
           break;
         }
-        if ((pending.length === 0 && interrupts.length === 0) || this.stopRequested) break;
+        const { pending, interrupts } = end;
+        if ((pending.length === 0 && interrupts.length === 0) || this.ending) break;
         if (round === MAX_TOOL_ROUNDS) {
-          turn.note(`Stopped after ${MAX_TOOL_ROUNDS} rounds of tool calls.`, "stopped");
+          this.current().note(`Stopped after ${MAX_TOOL_ROUNDS} rounds of tool calls.`, "stopped");
           break;
         }
         // A round may hold both: the page runs its tools, and the next run brings their
         // results together with the person's answers.
-        if (pending.length > 0) this.answerToolCalls(turn, pending);
+        if (pending.length > 0) this.answerToolCalls(this.current(), pending);
         if (interrupts.length > 0) {
-          resume = await this.askApproval(turn, interrupts);
+          resume = await this.askApproval(this.current(), interrupts);
           if (!resume) break;
         }
       }
     } finally {
-      if (this.stopRequested) {
-        turn.note("Stopped.", "stopped");
+      if (this.ending === "stop") {
+        this.shown?.note("Stopped.", "stopped");
         this.hooks.announce("Stopped.");
       }
-      turn.finish();
+      this.shown?.finish();
       this.dropUnansweredToolCalls();
       // Interrupts left unanswered (the turn was stopped) went with their calls.
       this.agent.pendingInterrupts = [];
     }
   }
 
-  private newAgent(): HttpAgent {
-    return new HttpAgent({ url: this.url, headers: this.headers, threadId: randomUUID() });
+  /** The turn the events go to; a thread whose first message is no user's gets one. */
+  private current(): TurnView {
+    this.shown ??= this.view.startTurn("");
+    return this.shown;
+  }
+
+  private newAgent(threadId: string): HttpAgent {
+    return new HttpAgent({ url: this.url, headers: this.headers, threadId });
   }
 
   /**
@@ -191,7 +269,7 @@ export class Chat {
     try {
       const decisions = Promise.all(cards.map((card) => card.decision));
       const answers = await Promise.race([decisions, stopped]);
-      if (!answers || this.stopRequested) {
+      if (!answers || this.ending) {
         for (const card of cards) card.abandon();
         return undefined;
       }
@@ -209,110 +287,115 @@ export class Chat {
     }
   }
 
-  /** One run: the tool calls it left for the page to answer, and its interrupts. */
+  /**
+   * One run: the tool calls it left for the page to answer, and its interrupts. A hydrate
+   * (`hydrate`) sends no messages; its MESSAGES_SNAPSHOT replaces the conversation shown, and
+   * the events after it (a run going on) go to the snapshot's last turn.
+   */
   private async runOnce(
-    turn: TurnView,
     before: StateParts,
     resume?: ResumeEntry[],
+    hydrate = false,
   ): Promise<RunEnd> {
     const model = this.hooks.model();
-    this.hooks.runStarted(model ?? "server default");
-    turn.waiting(true);
+    const runId = randomUUID();
+    this.runId = runId;
+    this.hooks.runStarted(hydrate ? "thread restored (hydrate)" : (model ?? "server default"));
+    this.shown?.waiting(true);
     let pending: string[] = [];
     let interrupts: Interrupt[] = [];
     // Frontend calls this run started and nothing answered: what an interrupted run leaves
     // for the page (its RUN_FINISHED names no pending calls).
     const started: string[] = [];
     const answered = new Set<string>();
+    /** A hydrate whose RUN_STARTED names another run: it follows that run, going on. */
+    let following = false;
+    const turn = (): TurnView => this.current();
     const subscriber: AgentSubscriber = {
       onEvent: ({ event }) => {
         this.hooks.event(event);
       },
+      onRunStartedEvent: ({ event }) => {
+        this.runId = event.runId;
+        following = hydrate && event.runId !== runId;
+        if (!hydrate) this.hooks.threadChanged();
+      },
+      // The bridge sends one to a hydrate only: the thread, before the run it may follow.
+      onMessagesSnapshotEvent: ({ event }) => {
+        if (!hydrate) return;
+        this.shown = showThread(this.view, event.messages, (app) => this.widgetHtml(app));
+        if (following) this.shown?.waiting(true);
+      },
       onReasoningMessageStartEvent: ({ event }) => {
-        turn.thinkingBlock(event.messageId);
+        turn().thinkingBlock(event.messageId);
         this.hooks.announce("Thinking…");
       },
       onReasoningMessageContentEvent: ({ event }) => {
-        turn.thinkingBlock(event.messageId).append(event.delta);
+        turn().thinkingBlock(event.messageId).append(event.delta);
       },
       onReasoningMessageEndEvent: ({ event }) => {
-        turn.thinkingBlock(event.messageId).end();
+        turn().thinkingBlock(event.messageId).end();
       },
       onTextMessageStartEvent: ({ event }) => {
-        turn.collapseThinking();
-        turn.textBlock(event.messageId);
+        turn().collapseThinking();
+        turn().textBlock(event.messageId);
       },
       onTextMessageContentEvent: ({ event }) => {
-        turn.textBlock(event.messageId).append(event.delta);
+        turn().textBlock(event.messageId).append(event.delta);
       },
       onTextMessageEndEvent: ({ event, textMessageBuffer }) => {
-        turn.textBlock(event.messageId).end();
+        turn().textBlock(event.messageId).end();
         this.hooks.announce(textMessageBuffer);
       },
       onToolCallStartEvent: ({ event }) => {
-        turn.collapseThinking();
+        turn().collapseThinking();
         if (event.toolCallName === STATE_TOOL) {
           this.hooks.announce("Updating the state.");
           return;
         }
-        const card = turn.toolCard(event.toolCallId, event.toolCallName);
+        const card = turn().toolCard(event.toolCallId, event.toolCallName);
         if (!FRONTEND_TOOL_NAMES.has(event.toolCallName)) card.runsOnServer();
         else started.push(event.toolCallId);
         this.hooks.announce(`Calling ${event.toolCallName}.`);
       },
       // An update_state call has no card (yet) to follow.
       onToolCallArgsEvent: ({ event }) => {
-        turn.findToolCard(event.toolCallId)?.appendArgs(event.delta);
+        turn().findToolCard(event.toolCallId)?.appendArgs(event.delta);
       },
       onToolCallEndEvent: ({ event }) => {
-        turn.findToolCard(event.toolCallId)?.endArgs();
+        turn().findToolCard(event.toolCallId)?.endArgs();
       },
       // A server tool's result, run by the bridge: the card completes; the page runs nothing
-      // (the call is not among RUN_FINISHED's pending ones). The bridge words a failure as
-      // "Error: …".
+      // (the call is not among RUN_FINISHED's pending ones).
       onToolCallResultEvent: ({ event, messages }) => {
-        const content =
-          typeof event.content === "string" ? event.content : JSON.stringify(event.content);
         answered.add(event.toolCallId);
-        // A call with no card is an update_state, perhaps of an earlier run (an approval's).
-        let card = turn.findToolCard(event.toolCallId);
-        if (!card) {
-          if (content.startsWith("State updated")) return;
-          card = this.stateEditCard(turn, event.toolCallId, messages);
+        if (showToolResult(turn(), event.toolCallId, textOf(event.content), messages)) {
+          this.hooks.announce("A server tool ran.");
         }
-        // A call a person declined: the bridge tells the model so, and ran nothing.
-        if (content.startsWith("The user declined")) card.setDeclined(content);
-        else card.setResult(content, content.startsWith("Error:"));
-        this.hooks.announce("A server tool ran.");
       },
       // A STATE_DELTA or STATE_SNAPSHOT applied to the agent's state, which the next run sends.
       onStateChanged: ({ state }) => {
-        const said = turn.showState(readState(state), before);
+        const said = turn().showState(readState(state), before);
         if (said.length) this.hooks.announce(said.join(" "));
       },
       // An MCP App's tool ran on the server: a card, with the widget one click away.
       onActivitySnapshotEvent: ({ event }) => {
-        if (event.activityType !== MCP_APPS_ACTIVITY) return;
-        const app = readActivity(event.content);
-        if (!app) return;
-        const data = {
-          serverId: app.serverId,
-          resourceUri: app.resourceUri,
-          input: JSON.stringify(app.toolInput, null, 2),
-          result: resultText(app.result),
-        };
-        turn.appCard(event.messageId, data, () => this.widgetHtml(app));
-        this.hooks.announce("An MCP App's widget is ready to open.");
+        const open = (app: McpAppActivity): Promise<string> => this.widgetHtml(app);
+        if (showActivity(turn(), event.messageId, event.activityType, event.content, open)) {
+          this.hooks.announce("An MCP App's widget is ready to open.");
+        }
       },
       onRunErrorEvent: ({ event }) => {
-        // The client reports its own abort as RUN_ERROR "abort": that is the Stop button.
-        if (this.stopRequested && event.code === "abort") return;
+        // The client reports its own abort as RUN_ERROR "abort": that is Stop, or leaving.
+        if (this.ending && event.code === "abort") return;
         this.hooks.error(event.message, event.code ?? "run_error");
         this.hooks.usage(event.usage);
-        turn.note("The run failed.", "error");
+        turn().note("The run failed.", "error");
       },
       onRunFinishedEvent: (finished) => {
         this.hooks.usage(finished.event.usage);
+        // Stopped: by this page, or (a run followed) by another page of the thread's owner.
+        if (finished.outcome === "cancelled") this.ending ??= "stop";
         if (finished.outcome === "success") pending = finished.pendingToolCallIds;
         if (finished.outcome === "interrupt") {
           interrupts = finished.interrupts;
@@ -323,13 +406,14 @@ export class Chat {
         if (isRecord(result) && result.truncated === true) {
           const message =
             typeof result.message === "string" ? result.message : "The answer was cut short.";
-          turn.note(message, "truncated");
+          turn().note(message, "truncated");
         }
       },
     };
     try {
       await this.agent.runAgent(
         {
+          runId,
           tools: FRONTEND_TOOLS,
           forwardedProps: model ? { model } : {},
           ...(resume && { resume }),
@@ -339,26 +423,18 @@ export class Chat {
     } catch (error) {
       // The client throws for what never became a run: an HTTP error answer, a dropped
       // connection, a stream it rejects. An abort is not thrown; the stop flag covers a race.
-      if (!this.stopRequested) {
+      if (!this.ending) {
         const { message, code } = describeFailure(error);
         this.hooks.error(message, code);
-        turn.note("The run failed.", "error");
+        this.shown?.note("The run failed.", "error");
       }
       return { pending: [], interrupts: [], refused: isRefusal(error) };
     } finally {
-      turn.waiting(false);
+      this.runId = undefined;
+      this.shown?.waiting(false);
+      this.hooks.threadChanged();
     }
-    return this.stopRequested ? { pending: [], interrupts: [] } : { pending, interrupts };
-  }
-
-  /** The tool card of an update_state call that changed nothing, with its arguments. */
-  private stateEditCard(turn: TurnView, id: string, messages: readonly Message[]): ToolCard {
-    const call = toolCallsOf(messages).find((known) => known.id === id);
-    const card = turn.toolCard(id, call?.function.name ?? STATE_TOOL);
-    card.runsOnServer();
-    card.appendArgs(call?.function.arguments ?? "");
-    card.endArgs();
-    return card;
+    return this.ending ? { pending: [], interrupts: [] } : { pending, interrupts };
   }
 
   /** An MCP App's widget HTML, read through a proxied run on this conversation's thread. */
@@ -433,16 +509,6 @@ export class Chat {
   }
 }
 
-function toolCallsOf(messages: readonly Message[]): ToolCall[] {
-  return messages.flatMap((message) =>
-    message.role === "assistant" ? (message.toolCalls ?? []) : [],
-  );
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /** Whether the client threw for a request the bridge refused (HTTP 4xx, not 401/403/408/429:
  * those would pass another time, unchanged). */
 function isRefusal(error: unknown): boolean {
@@ -459,13 +525,3 @@ function describeFailure(error: unknown): { message: string; code: string } {
   return { message: error.message || "The connection to the agent failed.", code: "client_error" };
 }
 
-/** The bridge answers what it refuses as {"error": {"code", "message"}}. */
-export function describeHttpError(
-  status: number,
-  body: unknown,
-): { message: string; code: string } {
-  const detail = isRecord(body) && isRecord(body.error) ? body.error : {};
-  let message = typeof detail.message === "string" ? detail.message : `HTTP ${status}`;
-  if (status === 401) message += ". Open this page as /#token=<the bridge's token>.";
-  return { message, code: typeof detail.code === "string" ? detail.code : `http_${status}` };
-}

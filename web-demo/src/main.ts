@@ -1,18 +1,24 @@
-// The page: wires the composer, the model picker, the banner, the usage line and the event
-// inspector to one Chat. The agent is at /agent on the server that served this page.
+// The page: wires the composer, the model picker, the banner, the usage line, the event
+// inspector and (when the bridge keeps threads) the thread list to one Chat. The agent is at
+// /agent on the server that served this page.
 
 import type { TokenUsage } from "@ag-ui/client";
 
 import { ACCEPT, AttachmentTray, humanSize, MAX_FILE_BYTES } from "./attachments";
-import { Chat, describeHttpError } from "./chat";
+import { Chat } from "./chat";
 import { byId } from "./dom";
+import { describeHttpError, isRecord } from "./http_errors";
 import { EventInspector } from "./inspector";
+import { ThreadPanel } from "./thread_panel";
+import { Threads } from "./threads";
 import { resetBackground } from "./tools";
 import { ConversationView } from "./view";
 
 const AGENT_URL = new URL("/agent", location.href);
 const CAPABILITIES_URL = new URL("/agent/capabilities", location.href);
 const TOKEN_KEY = "agui-bridge-token";
+/** The URL's fragment: `token=…` (taken out at once) and `thread=…` (the thread shown). */
+const FRAGMENT = new URLSearchParams(location.hash.slice(1));
 
 /**
  * A bridge started with --auth-token wants it on every request. The page takes it from its URL's
@@ -20,15 +26,24 @@ const TOKEN_KEY = "agui-bridge-token";
  * and takes it out of the address bar.
  */
 function authHeaders(): Record<string, string> {
-  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  const given = FRAGMENT.get("token");
   if (given) {
     sessionStorage.setItem(TOKEN_KEY, given);
-    history.replaceState(null, "", location.pathname + location.search);
+    FRAGMENT.delete("token");
+    showFragment();
   }
   const token = given ?? sessionStorage.getItem(TOKEN_KEY);
   return token ? { Authorization: `Bearer ${token}` } : {};
 }
+
+function showFragment(): void {
+  const fragment = FRAGMENT.toString();
+  const address = location.pathname + location.search + (fragment && `#${fragment}`);
+  history.replaceState(null, "", address);
+}
 const AUTH_HEADERS = authHeaders();
+/** The thread the address names (a reload): opened once the bridge says it keeps threads. */
+const GIVEN_THREAD = FRAGMENT.get("thread") ?? undefined;
 
 const conversation = byId("conversation", HTMLElement);
 const prompt = byId("prompt", HTMLTextAreaElement);
@@ -57,29 +72,55 @@ const tray = new AttachmentTray(
   },
 );
 
-const chat = new Chat(AGENT_URL.href, AUTH_HEADERS, view, {
-  model: () => modelPicker.value || undefined,
-  running: (on) => {
-    conversation.setAttribute("aria-busy", String(on));
-    sendButton.hidden = on;
-    stopButton.hidden = !on;
-    runStatus.dataset.state = on ? "running" : "idle";
-    runStatus.textContent = on ? "Running… (Esc stops)" : "Ready";
-    modelPicker.disabled = on;
-    if (!on && document.activeElement === document.body) prompt.focus();
+const threads = new Threads(AGENT_URL.href, AUTH_HEADERS);
+/** Set once the bridge's capabilities say it keeps threads. */
+let keepsThreads = false;
+const threadPanel = new ThreadPanel(
+  threads,
+  {
+    panel: byId("threads", HTMLElement),
+    list: byId("thread-list", HTMLOListElement),
+    empty: byId("threads-empty", HTMLElement),
+    toggle: byId("threads-toggle", HTMLButtonElement),
+    close: byId("threads-close", HTMLButtonElement),
+    newThread: byId("new-thread", HTMLButtonElement),
   },
-  awaitingApproval: (on) => {
-    runStatus.dataset.state = on ? "approval" : "running";
-    runStatus.textContent = on ? "Waiting for your approval…" : "Running… (Esc stops)";
+  { open: (threadId) => void openThread(threadId), error: showError },
+);
+
+const chat = new Chat(
+  AGENT_URL.href,
+  AUTH_HEADERS,
+  view,
+  {
+    model: () => modelPicker.value || undefined,
+    running: (on) => {
+      conversation.setAttribute("aria-busy", String(on));
+      sendButton.hidden = on;
+      stopButton.hidden = !on;
+      runStatus.dataset.state = on ? "running" : "idle";
+      runStatus.textContent = on ? "Running… (Esc stops)" : "Ready";
+      modelPicker.disabled = on;
+      threadPanel.busy = on;
+      if (!on && document.activeElement === document.body) prompt.focus();
+    },
+    awaitingApproval: (on) => {
+      runStatus.dataset.state = on ? "approval" : "running";
+      runStatus.textContent = on ? "Waiting for your approval…" : "Running… (Esc stops)";
+    },
+    runStarted: (label) => inspector.startRun(label),
+    event: (event) => inspector.record(event),
+    error: showError,
+    usage: showUsage,
+    announce: (text) => {
+      announcer.textContent = text;
+    },
+    threadChanged: () => {
+      if (keepsThreads) void threadPanel.refresh();
+    },
   },
-  runStarted: (label) => inspector.startRun(label),
-  event: (event) => inspector.record(event),
-  error: showError,
-  usage: showUsage,
-  announce: (text) => {
-    announcer.textContent = text;
-  },
-});
+  GIVEN_THREAD,
+);
 
 /** Set while a message's attachments are still being read: Enter again does not send twice. */
 let sending = false;
@@ -137,8 +178,10 @@ function fitPrompt(): void {
 
 const NO_CAPABILITIES = "Could not read the agent's capabilities.";
 
-async function loadModels(): Promise<void> {
-  let models: string[] = [];
+/** Fills the model picker from the agent's capabilities; returns whether it keeps threads
+ * (`custom.threads`: without them, GET /threads would answer 404). */
+async function loadCapabilities(): Promise<boolean> {
+  let custom: Record<string, unknown> = {};
   try {
     const response = await fetch(CAPABILITIES_URL, {
       headers: { Accept: "application/json", ...AUTH_HEADERS },
@@ -147,17 +190,52 @@ async function loadModels(): Promise<void> {
     if (!response.ok) {
       const { message, code } = describeHttpError(response.status, body);
       showError(message, code, NO_CAPABILITIES);
-    } else {
-      const listed = (body as { custom?: { models?: unknown } } | undefined)?.custom?.models;
-      if (Array.isArray(listed)) models = listed.filter((name) => typeof name === "string");
+    } else if (isRecord(body) && isRecord(body.custom)) {
+      custom = body.custom;
     }
   } catch (error) {
     showError((error as Error).message, "client_error", NO_CAPABILITIES);
   }
+  const models = Array.isArray(custom.models)
+    ? custom.models.filter((name): name is string => typeof name === "string")
+    : [];
   // The first model is the server's default.
   modelPicker.replaceChildren(
     ...(models.length ? models : [""]).map((name) => new Option(name || "Server default", name)),
   );
+  return custom.threads === true;
+}
+
+/** The bridge keeps threads: the list shows, and the thread the address names is hydrated. */
+function startThreads(): void {
+  keepsThreads = true;
+  chat.threads = threads;
+  threadPanel.start(chat.threadId);
+  void threadPanel.refresh();
+  if (GIVEN_THREAD !== undefined && !chat.running) void chat.open(GIVEN_THREAD);
+  showThreadInAddress();
+}
+
+/** The thread shown goes in the address (`#thread=…`): a reload opens it again. */
+function showThreadInAddress(): void {
+  FRAGMENT.set("thread", chat.threadId);
+  showFragment();
+  threadPanel.mark(chat.threadId);
+}
+
+/** Leaves the conversation shown (a run going on goes on in the bridge, with threads) and opens
+ * another: a thread of the list, hydrated, or (undefined) a new, empty one. */
+async function openThread(threadId: string | undefined): Promise<void> {
+  await chat.leave();
+  view.clear();
+  tray.clear();
+  inspector.clear();
+  resetBackground();
+  hideError();
+  usageLine.hidden = true;
+  await chat.open(threadId);
+  if (keepsThreads) showThreadInAddress();
+  prompt.focus();
 }
 
 composer.addEventListener("submit", (event) => {
@@ -203,16 +281,7 @@ for (const suggestion of document.querySelectorAll<HTMLButtonElement>(".suggesti
   suggestion.addEventListener("click", () => void send(suggestion.dataset.prompt ?? ""));
 }
 byId("banner-close", HTMLButtonElement).addEventListener("click", hideError);
-byId("new-chat", HTMLButtonElement).addEventListener("click", async () => {
-  await chat.reset();
-  view.clear();
-  tray.clear();
-  inspector.clear();
-  resetBackground();
-  hideError();
-  usageLine.hidden = true;
-  prompt.focus();
-});
+byId("new-chat", HTMLButtonElement).addEventListener("click", () => void openThread(undefined));
 
 function setInspector(open: boolean): void {
   inspectorPanel.hidden = !open;
@@ -230,5 +299,7 @@ byId("inspector-close", HTMLButtonElement).addEventListener("click", () => {
 });
 byId("inspector-clear", HTMLButtonElement).addEventListener("click", () => inspector.clear());
 
-void loadModels();
+void loadCapabilities().then((kept) => {
+  if (kept) startThreads();
+});
 prompt.focus();

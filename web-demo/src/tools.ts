@@ -26,6 +26,16 @@ export const FRONTEND_TOOLS: Tool[] = [
   },
 ];
 
+/** The page's own tools; any other the model calls is the bridge's (a server tool). */
+export const FRONTEND_TOOL_NAMES = new Set(FRONTEND_TOOLS.map((tool) => tool.name));
+
+/**
+ * The bridge's shared-state tool (`--shared-state`, on in `agui-bridge demo`): an edit that
+ * applies shows as the state cards it changes, not as a tool card; one that fails or is declined
+ * gets its tool card, so the reason stays on the page.
+ */
+export const STATE_TOOL = "update_state";
+
 /** What a tool gave back: `content` goes to the model; `error` marks a failed call. */
 export interface ToolOutcome {
   content: string;

@@ -13,7 +13,8 @@ export class ConversationView {
     private readonly emptyState: HTMLElement,
   ) {}
 
-  /** Adds the user's message (its attachments as chips) and an (empty) assistant turn. */
+  /** Adds the user's message (its attachments as chips) and an (empty) assistant turn. A
+   * restored thread that begins with no user message has a turn without one. */
   startTurn(userText: string, attachments: readonly Attachment[] = []): TurnView {
     this.emptyState.hidden = true;
     const user = h("div", { class: "msg msg-user", testid: "user-message" });
@@ -22,6 +23,7 @@ export class ConversationView {
       user.append(h("ul", { class: "chips sent", testid: "sent-attachments" }, ...chips));
     }
     if (userText) user.append(h("div", { class: "bubble", text: userText }));
+    if (!user.firstChild) user.hidden = true;
     const body = h("div", { class: "assistant-body" });
     const assistant = h(
       "div",
@@ -60,6 +62,13 @@ export class TurnView {
 
   thinkingBlock(id: string): ThinkingBlock {
     return this.getOrAdd(this.thinking, id, () => new ThinkingBlock());
+  }
+
+  /** Thinking of a restored thread: its text, folded, with no time (it was not watched). */
+  restoredThinking(id: string, text: string): void {
+    const block = this.thinkingBlock(id);
+    block.append(text);
+    block.restored();
   }
 
   textBlock(id: string): TextBlock {
@@ -211,6 +220,13 @@ export class ThinkingBlock {
     this.tick();
     this.label.textContent = "Thought for";
     this.element.dataset.state = "done";
+  }
+
+  /** Ended and folded, labelled without a time: the block of a restored thread. */
+  restored(): void {
+    this.collapse();
+    this.label.textContent = "Thought";
+    this.elapsed.hidden = true;
   }
 
   /** Closes the block once; after that it stays as the reader leaves it. */

@@ -66,6 +66,8 @@ def capabilities(
         "aguiProtocol": config.agui_protocol,
         # Tools the bridge runs itself (Python functions, MCP servers' NAME__tool).
         "serverTools": [tool.name for tool in tools.definitions()],
+        # Whether GET /threads and a hydrate answer (--threads): a page asks before it lists.
+        "threads": config.threads is not None,
     }
     if config.reasoning_scope == "auto":
         custom["reasoningScopeResolved"] = reasoning_scope
