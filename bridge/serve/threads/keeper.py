@@ -74,6 +74,9 @@ class ThreadKeeper:
     async def thread(self, owner: str, thread_id: str) -> Thread | None:
         """The owner's thread, ``None`` when unknown; ``ThreadStoreError`` when the store
         cannot say."""
+        last = self.live.last_of_thread(owner, thread_id)
+        if last is not None and last.ended:  # its end is being saved: read what it saves
+            await asyncio.shield(last.saved)
         document = await self.store.load(owner, thread_id)
         if document is None:
             return None
@@ -82,9 +85,16 @@ class ThreadKeeper:
     async def threads(self, owner: str) -> list[ThreadSummary]:
         listed = await self.store.threads(owner)
         running = {live.thread_id: live.run_id for live in self.live.running()}
-        return [
-            ThreadSummary(s.id, s.title, s.updated, running.get(s.id, s.running)) for s in listed
-        ]
+
+        def going(summary: ThreadSummary) -> str | None:
+            if summary.id in running:
+                return running[summary.id]
+            live = self.live.get(summary.running) if summary.running is not None else None
+            # A run of this process that ended, its thread saved (the store's summary may be
+            # the one saved as it began, when the two saves crossed).
+            return None if live is not None and live.saved.done() else summary.running
+
+        return [ThreadSummary(s.id, s.title, s.updated, going(s)) for s in listed]
 
     # -- a run ---------------------------------------------------------------------------
 
@@ -169,6 +179,8 @@ class ThreadKeeper:
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:
+            if not live.saved.done():
+                live.saved.set_result(None)
             asyncio.get_running_loop().call_later(RUN_KEPT, self.live.remove, live)
 
     async def _save(

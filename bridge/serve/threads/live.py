@@ -103,6 +103,8 @@ class LiveRun:
         #: be told (``False``: its events stay this process's).
         self.begun: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.done = asyncio.get_running_loop().create_future()
+        #: Set once the thread is saved as the run left it (or could not be).
+        self.saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         #: The run's input (``RunAgentInput``): what a hydrate shows while the run goes on.
         self.input: Any = None
 
@@ -327,8 +329,13 @@ class LiveRuns:
         return self._runs.get(run_id)
 
     def of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
+        """The run going on in the thread, if any."""
         live = self._threads.get((owner, thread_id))
         return live if live is not None and not live.ended else None
+
+    def last_of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
+        """The thread's last run of this process, going on or ended a moment ago."""
+        return self._threads.get((owner, thread_id))
 
     def running(self) -> list[LiveRun]:
         return [live for live in self._runs.values() if not live.ended]
