@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter
@@ -193,9 +194,9 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
     while True:
         try:
             batches = await keeper.store.run_events(run_id, after, wait)
-        except ThreadStoreError as exc:
+        except ThreadStoreError as exc:  # its follower is told (follow_response)
             logger.warning("run %s: following it stopped: %s", run_id, exc.message)
-            return
+            raise
         for batch in batches:
             frames = list(batch.frames[max(after - batch.first + 1, 0) :])
             if frames:
@@ -223,16 +224,23 @@ def follow_response(
     bridge: Bridge, run_id: str, source: Frames, after_first: Callable[[], str] | None = None
 ) -> EventStreamResponse:
     """The SSE response of a client following a run. ``after_first``: frames sent after the
-    run's first (a hydrate's snapshot of the thread the run goes on in)."""
+    run's first (a hydrate's snapshot of the thread the run goes on in). A follower of another
+    process's run whose store goes ends with RUN_ERROR ``thread_store_unavailable``, without an
+    id: not one of the run's frames, so a later ``Last-Event-ID`` resumes after the last that
+    was."""
 
     async def produce(sink: FrameSink) -> None:
-        async for first, frames in source:
-            if first == 1 and after_first is not None:  # after RUN_STARTED, without ids
-                sink.add(with_ids(run_id, 1, frames[:1]) + after_first())
-                sink.add(with_ids(run_id, 2, frames[1:]))
-            else:
-                sink.add(with_ids(run_id, first, frames))
-            await sink.flush()
+        try:
+            async for first, frames in source:
+                if first == 1 and after_first is not None:  # after RUN_STARTED, without ids
+                    sink.add(with_ids(run_id, 1, frames[:1]) + after_first())
+                    sink.add(with_ids(run_id, 2, frames[1:]))
+                else:
+                    sink.add(with_ids(run_id, first, frames))
+                await sink.flush()
+        except ThreadStoreError as exc:
+            lost = RunErrorEvent(message=exc.message, code=exc.code)
+            sink.add(bridge.redactor.redact(encode_event(lost)))
 
     return bridge.follow_stream(produce)
 
