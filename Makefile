@@ -93,7 +93,8 @@ coverage:
 # Benchmarks outside run_all.py: hostile input (issues 22, 40 and 41), observability's cost (issue 24),
 # fairness beside a firehose (issue 25).
 SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall tool_image_stall big_body_stall state_patch_stall \
-	firehose observability fairness health_blocked_store hostile_upstream attachment_stall thread_stores
+	firehose observability fairness health_blocked_store hostile_upstream attachment_stall thread_stores \
+	threads_cpu
 
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke

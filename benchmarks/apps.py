@@ -26,6 +26,7 @@ from __future__ import annotations
 import _lsprof
 import asyncio
 import gzip
+import itertools
 import json
 import logging
 import os
@@ -59,6 +60,7 @@ API_KEY_ENV = "BENCH_API_KEY"  # a key for the bridge: every event it sends is r
 METRICS_ENV = "BENCH_METRICS"  # "1": the bridge's --metrics (GET /metrics)
 OTEL_ENV = "BENCH_OTEL"  # "1": the bridge's --otel (the exporter follows the OTEL_* variables)
 RUN_LOG_ENV = "BENCH_RUN_LOG"  # "1": the run line (logger agui_bridge.runs) on, as serve has it
+THREADS_ENV = "BENCH_THREADS"  # the bridge's --threads (memory, redis://…); unset: none kept
 MODEL = "bench-model-8b"
 VARIANTS = ("content", "mixed")
 #: The fast upstream's default write size: in blocks of frames it is never what limits the
@@ -269,6 +271,7 @@ def bridge() -> Starlette:
         api_key=os.environ.get(API_KEY_ENV) or None,
         metrics=os.environ.get(METRICS_ENV) == "1",
         otel=os.environ.get(OTEL_ENV) == "1",
+        threads=os.environ.get(THREADS_ENV) or None,
     )
     if os.environ.get(RUN_LOG_ENV) == "1":
         # What `agui-bridge serve` sets up: the bridge's loggers at INFO on stderr (here the
@@ -393,11 +396,17 @@ def profiled_bridge() -> Any:
 
 
 # -- what clients send -----------------------------------------------------------------------
-def run_input(orders: dict[str, Any], run: int = 0) -> dict[str, Any]:
-    """A RunAgentInput for the bridge whose user message carries the upstream's orders."""
+_RUNS = itertools.count()
+
+
+def run_input(orders: dict[str, Any], run: int | None = None) -> dict[str, Any]:
+    """A RunAgentInput for the bridge whose user message carries the upstream's orders; each a
+    run and a thread of its own unless ``run`` is given (a bridge keeping threads refuses a
+    second run of an id that goes on)."""
+    number = next(_RUNS) if run is None else run
     return {
-        "threadId": "bench-thread",
-        "runId": f"bench-run-{run}",
+        "threadId": f"bench-thread-{number}",
+        "runId": f"bench-run-{number}",
         "messages": [{"id": "u", "role": "user", "content": json.dumps(orders)}],
         "tools": [],
         "context": [],

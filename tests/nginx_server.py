@@ -35,7 +35,8 @@ WHY = (
 )
 
 #: The main config around the example: what a distribution's /etc/nginx/nginx.conf gives it,
-#: with every path in the test's folder. ``$upstream_addr`` in the access log names the replica.
+#: with every path in the test's folder. ``$upstream_addr`` in the access log, and in the
+#: ``X-Replica`` header of every answer, names the replica that answered.
 MAIN_CONF = """\
 worker_processes 1;
 daemon off;
@@ -48,6 +49,7 @@ events {{
 http {{
     log_format balanced '$request $status upstream=$upstream_addr';
     access_log {folder}/access.log balanced;
+    add_header X-Replica $upstream_addr always;
     client_body_temp_path {folder}/client_body;
     proxy_temp_path {folder}/proxy;
     fastcgi_temp_path {folder}/fastcgi;

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter
@@ -193,9 +194,9 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
     while True:
         try:
             batches = await keeper.store.run_events(run_id, after, wait)
-        except ThreadStoreError as exc:
+        except ThreadStoreError as exc:  # its follower is told (follow_response)
             logger.warning("run %s: following it stopped: %s", run_id, exc.message)
-            return
+            raise
         for batch in batches:
             frames = list(batch.frames[max(after - batch.first + 1, 0) :])
             if frames:
@@ -213,9 +214,15 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
                 return
 
 
-def with_ids(run_id: str, first: int, frames: list[str]) -> str:
-    """The frames, each with its ``id:`` line."""
-    prefix = f"id: {quote(run_id, safe='')}:"
+def id_prefix(run_id: str) -> str:
+    """What begins the ``id:`` line of each frame of the run (made once per response)."""
+    return f"id: {quote(run_id, safe='')}:"
+
+
+def with_ids(prefix: str, first: int, frames: list[str]) -> str:
+    """The frames, each with its ``id:`` line (``prefix``: the run's ``id_prefix``)."""
+    if len(frames) == 1:  # most batches: one token's frame
+        return f"{prefix}{first}\n{frames[0]}"
     return "".join([f"{prefix}{first + i}\n{frame}" for i, frame in enumerate(frames)])
 
 
@@ -223,16 +230,26 @@ def follow_response(
     bridge: Bridge, run_id: str, source: Frames, after_first: Callable[[], str] | None = None
 ) -> EventStreamResponse:
     """The SSE response of a client following a run. ``after_first``: frames sent after the
-    run's first (a hydrate's snapshot of the thread the run goes on in)."""
+    run's first (a hydrate's snapshot of the thread the run goes on in). A follower of another
+    process's run whose store goes ends with RUN_ERROR ``thread_store_unavailable``, without an
+    id: not one of the run's frames, so a later ``Last-Event-ID`` resumes after the last that
+    was."""
+
+    prefix = id_prefix(run_id)
 
     async def produce(sink: FrameSink) -> None:
-        async for first, frames in source:
-            if first == 1 and after_first is not None:  # after RUN_STARTED, without ids
-                sink.add(with_ids(run_id, 1, frames[:1]) + after_first())
-                sink.add(with_ids(run_id, 2, frames[1:]))
-            else:
-                sink.add(with_ids(run_id, first, frames))
-            await sink.flush()
+        try:
+            async for first, frames in source:
+                if first == 1 and after_first is not None:  # after RUN_STARTED, without ids
+                    sink.add(with_ids(prefix, 1, frames[:1]) + after_first())
+                    if len(frames) > 1:
+                        sink.add(with_ids(prefix, 2, frames[1:]))
+                else:
+                    sink.add(with_ids(prefix, first, frames))
+                await sink.flush()
+        except ThreadStoreError as exc:
+            lost = RunErrorEvent(message=exc.message, code=exc.code)
+            sink.add(bridge.redactor.redact(encode_event(lost)))
 
     return bridge.follow_stream(produce)
 
@@ -269,7 +286,7 @@ async def hydrate(
     )
     snapshot = await anyio.to_thread.run_sync(_redacted_snapshot, bridge, shown)
     frames = [writer.frame(started), *snapshot, writer.frame(_finished(run_input, shown))]
-    body = with_ids(run_input.run_id, 1, frames)
+    body = with_ids(id_prefix(run_input.run_id), 1, frames)
     return Response(body, media_type="text/event-stream", headers=SSE_HEADERS)
 
 

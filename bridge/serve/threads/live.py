@@ -90,7 +90,9 @@ class LiveRun:
         self.kept = True
         self.ended = False
         self.cancel_reason: str | None = None
-        self._more: asyncio.Future[None] | None = None
+        #: One per follower waiting for more (of its own: a follower that leaves cancels
+        #: only its own wait, with no shield to make per frame).
+        self._waiting: list[asyncio.Future[None]] = []
         self._followers: dict[int, int] = {}  # follower → the last frame it took
         self._drained: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -150,11 +152,11 @@ class LiveRun:
         return list(self._frames)
 
     def _wake(self) -> None:
-        more = self._more
-        if more is not None:
-            self._more = None
-            if not more.done():
-                more.set_result(None)
+        if self._waiting:
+            waiting, self._waiting = self._waiting, []
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _lag(self) -> int:
         return self.last - min(self._followers.values())
@@ -197,9 +199,9 @@ class LiveRun:
                     continue
                 if self.ended:
                     return
-                if self._more is None:
-                    self._more = asyncio.get_running_loop().create_future()
-                await asyncio.shield(self._more)
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiting.append(waiter)
+                await waiter
         finally:
             del self._followers[key]
             drained = self._drained
