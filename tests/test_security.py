@@ -231,7 +231,7 @@ def test_sigterm_refuses_new_runs_and_ends_running_ones_with_shutting_down() -> 
                 time.sleep(0.1)
         with httpx.stream("POST", url, json=run_input(), timeout=30) as running:
             lines = running.iter_lines()
-            assert "RUN_STARTED" in next(line for line in lines if line)
+            assert "RUN_STARTED" in next(line for line in lines if line.startswith("data:"))
             # A running run is one the model is answering: RUN_STARTED goes out before the
             # upstream is even asked (and in the demo the upstream is this same server).
             assert "_CONTENT" in next(line for line in lines if "_CONTENT" in line)

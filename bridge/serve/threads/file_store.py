@@ -200,8 +200,15 @@ class FileThreads:
             file.write(head)
 
     async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
-        line = json.dumps([batch.first, list(batch.frames)]) + "\n"
-        await self._run(self._append, run_id, line.encode() if batch.frames else b"", ended)
+        await self.run_append_many([(run_id, batch, ended)])
+
+    async def run_append_many(self, batches: Sequence[tuple[str, Batch, bool]]) -> None:
+        def append_all() -> None:  # one worker thread for them all
+            for run_id, batch, ended in batches:
+                line = json.dumps([batch.first, list(batch.frames)]) + "\n"
+                self._append(run_id, line.encode() if batch.frames else b"", ended)
+
+        await self._run(append_all)
 
     def _append(self, run_id: str, line: bytes, ended: bool) -> None:
         # No O_CREAT: a run that was never begun here has no file to add to (an OSError).

@@ -33,6 +33,7 @@ from bridge.config import BridgeConfig
 from bridge.core.errors import InvalidRunInputError
 from bridge.serve.threads.fold import ThreadFold
 from bridge.serve.threads.live import LiveRun, LiveRuns
+from bridge.serve.threads.mirror import Mirror
 from bridge.serve.threads.owner import OwnerOf, Owners
 from bridge.serve.threads.store import RUN_KEPT, ThreadStore, ThreadStoreError, ThreadSummary
 from bridge.serve.threads.thread import Thread, read_document
@@ -63,6 +64,8 @@ class ThreadKeeper:
         self._watch = StoreWatch(store)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._poller: asyncio.Task[None] | None = None
+        #: What a shared store gets of this process's runs, for followers on other processes.
+        self._mirror = Mirror(store) if store.shared else None
 
     def owner(self, request: Request) -> str:
         return self.owners.of(request)
@@ -115,7 +118,7 @@ class ThreadKeeper:
             run_input.thread_id,
             max_bytes=self.config.max_thread_bytes,
             grace=self.config.run_grace,
-            mirror=store if store.shared else None,
+            mirror=self._mirror,
         )
         self.live.add(live)
         started = self._spawn(self._save_start(live, run_input))
@@ -247,5 +250,7 @@ class ThreadKeeper:
             await asyncio.wait(list(self._tasks), timeout=5)
         if self._poller is not None:
             self._poller.cancel()
+        if self._mirror is not None:
+            await self._mirror.aclose()
         await self._watch.aclose()
         await self.store.aclose()

@@ -20,19 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import suppress
-from typing import Any
+from typing import Any, Protocol
 
 from ag_ui.core import BaseEvent, CustomEvent
 
 from bridge.core.encode import encode_event
-from bridge.serve.threads.store import Batch, ThreadStore, ThreadStoreError
+from bridge.serve.threads.store import Batch
 
 logger = logging.getLogger("agui_bridge")
-
-#: Seconds between two writes of a run's frames to a shared store: what a follower on another
-#: process may lag behind one on this one.
-MIRROR_EVERY = 0.1
 
 #: Frames a follower may be behind before the run waits for it.
 FOLLOW_WINDOW = 256
@@ -58,6 +53,14 @@ def ends_run(frame: str) -> bool:
     return frame.startswith(_ENDS)
 
 
+class Mirrors(Protocol):
+    """Where a run hands its frames for a shared store (``bridge.serve.threads.mirror``)."""
+
+    def more(self, live: LiveRun) -> None:
+        """The run has frames the store has not."""
+        ...
+
+
 class RunGoneError(Exception):
     """The frames a follower asked for were let go (the run passed ``max_bytes``)."""
 
@@ -79,7 +82,7 @@ class LiveRun:
         *,
         max_bytes: int,
         grace: float,
-        mirror: ThreadStore | None = None,
+        mirror: Mirrors | None = None,
     ) -> None:
         self.run_id, self.owner, self.thread_id = run_id, owner, thread_id
         self._max_bytes = max_bytes
@@ -99,8 +102,8 @@ class LiveRun:
         self._alone: asyncio.TimerHandle | None = None
         self.followed_once = False
         self._mirror = mirror
-        self._mirrored = 0  # frames handed to the mirror
-        self._mirroring: asyncio.Task[None] | None = None
+        self._mirrored = 0  # frames the shared store has
+        self._shared: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         #: Set by the keeper once a shared store knows of the run (``True``), or could not
         #: be told (``False``: its events stay this process's).
         self.begun: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -129,7 +132,7 @@ class LiveRun:
     async def flush(self) -> None:
         self._wake()
         if self._mirror is not None:
-            self._mirror_more()
+            self._mirror.more(self)
         if not self.kept:
             self._let_go()
         while self._followers and self._lag() > FOLLOW_WINDOW:
@@ -275,11 +278,9 @@ class LiveRun:
             self._wake()
             if self._alone is not None:
                 self._alone.cancel()
-            if self._mirror is not None:
-                self._mirror_more()
-            if self._mirroring is not None:
-                with suppress(asyncio.CancelledError):
-                    await self._mirroring
+            if self._mirror is not None:  # its last frames go to the store before its end
+                self._mirror.more(self)
+                await asyncio.shield(self._shared)
             if not self.done.done():
                 self.done.set_result(None)
 
@@ -288,32 +289,26 @@ class LiveRun:
 
     # -- what other processes see (a shared store) -----------------------------------------
 
-    def _mirror_more(self) -> None:
-        if self._mirroring is None or self._mirroring.done():
-            self._mirroring = asyncio.get_running_loop().create_task(self._write_mirror())
+    def unmirrored(self) -> tuple[Batch, bool] | None:
+        """The frames not yet handed to the shared store, and whether they end the run;
+        ``None`` when there are none (or the store was not told of the run yet)."""
+        if not self.begun.done() or self._mirrored >= self.last:
+            return None
+        first = self._mirrored + 1
+        frames = self._frames[first - 1 - self._base :]
+        return Batch(first, frames), ends_run(frames[-1])
 
-    async def _write_mirror(self) -> None:
-        """Hand the frames not yet mirrored to the store, one batch per write, at most one
-        write per ``MIRROR_EVERY``: the frames made meanwhile gather into the next (a Redis
-        append costs more CPU than a token's whole way through the bridge)."""
-        mirror = self._mirror
-        assert mirror is not None
-        if not await self.begun:  # the store knows of the run before its first frames
-            self._mirror = None
-            return
-        while self._mirrored < self.last:
-            if self._mirrored and not self.ended:  # a run's first frames go at once
-                await asyncio.sleep(MIRROR_EVERY)
-            first = self._mirrored + 1
-            frames = self._frames[first - 1 - self._base :]
-            ended = ends_run(frames[-1])
-            try:
-                await mirror.run_append(self.run_id, Batch(first, frames), ended=ended)
-            except ThreadStoreError as exc:
-                logger.warning("run %s: its events are not shared: %s", self.run_id, exc.message)
-                self._mirror = None
-                return
-            self._mirrored = first - 1 + len(frames)
+    def mirrored(self, last: int) -> None:
+        """The store has the frames up to number ``last``."""
+        self._mirrored = max(self._mirrored, last)
+        if self.ended and self._mirrored >= self.last:
+            self.mirror_gone()
+
+    def mirror_gone(self) -> None:
+        """Nothing more goes to the store: it has every frame, or it failed."""
+        self._mirror = None
+        if not self._shared.done():
+            self._shared.set_result(None)
 
 
 class LiveRuns:

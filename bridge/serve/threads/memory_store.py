@@ -94,6 +94,9 @@ class MemoryThreads:
     async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
         return None
 
+    async def run_append_many(self, batches: Sequence[tuple[str, Batch, bool]]) -> None:
+        return None
+
     async def run_info(self, run_id: str) -> RunInfo | None:
         return None
 

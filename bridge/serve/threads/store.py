@@ -101,6 +101,10 @@ class ThreadStore(Protocol):
         """The run's next frames; ``ended``: the last (the run's terminal event among them)."""
         ...
 
+    async def run_append_many(self, batches: Sequence[tuple[str, Batch, bool]]) -> None:
+        """``run_append`` for several runs at once: ``(run id, batch, ended)`` each."""
+        ...
+
     async def run_info(self, run_id: str) -> RunInfo | None:
         """Whose the run is and whether it ended, or ``None`` when the store has no events of
         it (never kept here, or kept past ``RUN_KEPT``)."""
