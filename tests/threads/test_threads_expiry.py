@@ -4,7 +4,6 @@ each store (a real ``redis-server`` for Redis): the hydrate gives an empty threa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +19,7 @@ from threads_tools import (
     wait_until,
 )
 
-from redis_server import RedisServer
-
 TTL = 1.5
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["memory", "file", "redis"])
