@@ -162,9 +162,13 @@ def test_a_run_left_at_one_replica_is_followed_from_the_other_exactly_once(
     checked([frame for _, frame in shown])
     assert _texts([f for _, f in run_frames]) == _texts(frames)
 
-    # One replica ran it (one upstream request); the other only followed it.
-    ran = [address for address, line in balanced.lines("run") if line["run"] == given["runId"]]
-    assert ran == [first]
+    # One replica ran it (one upstream request); the other only followed it. Its run line is
+    # written as the run ends there, which may be a moment after its followers got its end.
+    def ran() -> list[str]:
+        return [a for a, line in balanced.lines("run") if line["run"] == given["runId"]]
+
+    wait_until(ran, "the run's line")
+    assert ran() == [first]
     assert len(balanced.upstream.requests_for(MEDIUM)) == 1
 
     # Once ended, the thread reads the same from both replicas.
