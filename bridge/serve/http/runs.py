@@ -125,7 +125,7 @@ async def run(bridge: Bridge, request: Request) -> Response:
     def over(_: object) -> None:
         bridge.active_runs -= 1
         observe.end(bytes_sent=live.size, disconnected=not live.followed, stopped=False)
-        if live.cancel_reason == "abandoned" or not live.followed:
+        if not live.followed:  # ended with no client following it (the grace ran out, or not)
             kind = "abandoned" if live.cancel_reason == "abandoned" else "unfollowed"
             bridge.telemetry.thread(kind, run_input.thread_id, run_input.run_id)
         bridge.upstream_props.run_ended(observe.code, observe.upstream_retries)

@@ -37,9 +37,9 @@ from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter
 from bridge.serve.http.stream import SSE_HEADERS, EventStreamResponse, FrameSink
 from bridge.serve.threads.keeper import ThreadKeeper
-from bridge.serve.threads.live import LiveRun, ends_run
+from bridge.serve.threads.live import LiveRun, RunGoneError, ends_run
 from bridge.serve.threads.store import ThreadStoreError
-from bridge.serve.threads.thread import Thread, snapshot_frames
+from bridge.serve.threads.thread import Thread, dumped, snapshot_frames
 
 logger = logging.getLogger("agui_bridge")
 
@@ -231,8 +231,9 @@ def follow_response(
 ) -> EventStreamResponse:
     """The SSE response of a client following a run. ``after_first``: frames sent after the
     run's first (a hydrate's snapshot of the thread the run goes on in). A follower of another
-    process's run whose store goes ends with RUN_ERROR ``thread_store_unavailable``, without an
-    id: not one of the run's frames, so a later ``Last-Event-ID`` resumes after the last that
+    process's run whose store goes ends with RUN_ERROR ``thread_store_unavailable``, one whose
+    frames were let go (past ``--max-thread-bytes``) with ``run_not_kept``: without an id, not
+    being one of the run's frames, so a later ``Last-Event-ID`` resumes after the last that
     was."""
 
     prefix = id_prefix(run_id)
@@ -247,7 +248,7 @@ def follow_response(
                 else:
                     sink.add(with_ids(prefix, first, frames))
                 await sink.flush()
-        except ThreadStoreError as exc:
+        except (ThreadStoreError, RunGoneError) as exc:
             lost = RunErrorEvent(message=exc.message, code=exc.code)
             sink.add(bridge.redactor.redact(encode_event(lost)))
 
@@ -298,14 +299,8 @@ def _following(bridge: Bridge, run_id: str, source: Frames, before: Thread) -> R
 async def _thread_before(live: LiveRun) -> Thread:
     """The thread as the run going on in it began: its input's messages and state."""
     run_input: RunAgentInput = live.input
-
-    def dump() -> Thread:
-        messages = [
-            m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in run_input.messages
-        ]
-        return Thread(messages, run_input.state)
-
-    return await anyio.to_thread.run_sync(dump)
+    messages = await anyio.to_thread.run_sync(dumped, run_input.messages)
+    return Thread(messages, run_input.state)
 
 
 def _redacted_snapshot(bridge: Bridge, thread: Thread) -> list[str]:

@@ -36,7 +36,7 @@ from bridge.serve.threads.live import LiveRun, LiveRuns
 from bridge.serve.threads.mirror import Mirror
 from bridge.serve.threads.owner import OwnerOf, Owners
 from bridge.serve.threads.store import RUN_KEPT, ThreadStore, ThreadStoreError, ThreadSummary
-from bridge.serve.threads.thread import Thread, read_document
+from bridge.serve.threads.thread import Thread, dumped, read_document
 from bridge.serve.tools.claims import StoreWatch
 
 logger = logging.getLogger("agui_bridge")
@@ -211,8 +211,7 @@ class ThreadKeeper:
     ) -> tuple[bytes, str] | None:
         """The thread's document after ``frames`` (in a worker thread), redacted; ``None``
         past ``max_thread_bytes``."""
-        dumped = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in messages]
-        folded = ThreadFold(dumped, state)
+        folded = ThreadFold(dumped(messages), state)
         for frame in frames:
             folded.apply_frame(frame)
         thread = Thread(folded.messages, folded.state, folded.interrupts, running)

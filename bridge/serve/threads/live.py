@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from ag_ui.core import BaseEvent, CustomEvent
 
 from bridge.core.encode import encode_event
+from bridge.core.errors import BridgeError
 from bridge.serve.threads.store import Batch
 
 logger = logging.getLogger("agui_bridge")
@@ -61,8 +62,10 @@ class Mirrors(Protocol):
         ...
 
 
-class RunGoneError(Exception):
+class RunGoneError(BridgeError):
     """The frames a follower asked for were let go (the run passed ``max_bytes``)."""
+
+    code = "run_not_kept"
 
 
 #: Writes the run's last events through its own writer (redacted, shaped for its client).
@@ -100,7 +103,6 @@ class LiveRun:
         self._drained: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._alone: asyncio.TimerHandle | None = None
-        self.followed_once = False
         self._mirror = mirror
         self._mirrored = 0  # frames the shared store has
         self._shared: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -179,7 +181,6 @@ class LiveRun:
         run's end; ``RunGoneError`` when those frames were let go."""
         key = id(object())
         self._followers[key] = after
-        self.followed_once = True
         if self._alone is not None:
             self._alone.cancel()
             self._alone = None
@@ -189,7 +190,10 @@ class LiveRun:
                 end = self.last
                 if taken < end:
                     if taken < self._base:
-                        raise RunGoneError(self.run_id)
+                        raise RunGoneError(
+                            f"the run {self.run_id!r} passed --max-thread-bytes: the events "
+                            "this client had not taken yet were let go"
+                        )
                     chunk = self._frames[taken - self._base :]
                     first, taken = taken + 1, end
                     self._followers[key] = taken
@@ -342,6 +346,3 @@ class LiveRuns:
             del self._runs[live.run_id]
         if self._threads.get((live.owner, live.thread_id)) is live:
             del self._threads[live.owner, live.thread_id]
-
-    def __len__(self) -> int:
-        return len(self._runs)

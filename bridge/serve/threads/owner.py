@@ -32,11 +32,6 @@ class Owners:
         self._header = header.lower() if header else None
         self._owner = owner
 
-    @property
-    def told_apart(self) -> bool:
-        """Whether callers can be told apart beyond a bearer token (a function or a header)."""
-        return self._owner is not None or self._header is not None
-
     def of(self, request: Request) -> str:
         """The owner's digest, or ``InvalidRunInputError`` 401 when the configured identity is
         missing from the request."""

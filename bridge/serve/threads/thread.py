@@ -9,10 +9,12 @@ event by event on the way out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from ag_ui.core import Message
 
 #: The document's form; a document of another is read as no thread.
 VERSION = 1
@@ -38,6 +40,11 @@ class Thread:
                 "running": self.running,
             }
         )
+
+
+def dumped(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A run's input messages as the client holds them (camelCase JSON dicts)."""
+    return [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in messages]
 
 
 def read_document(document: bytes) -> Thread | None:
