@@ -114,11 +114,28 @@ def summarise(stats: pstats.Stats) -> dict[str, Any]:
     }
 
 
-async def _drive_paced(url: str, seconds: float, streams: int) -> None:
+async def _drive_paced(url: str, seconds: float, streams: int, run_tokens: int | None) -> None:
     window = concurrency.Window(start_ns=0, end_ns=0)
-    tokens = round(seconds * concurrency.RATE)
+    rate = concurrency.RATE
     start = time.time()
-    orders = {"rate": concurrency.RATE, "tokens": tokens}
+    if run_tokens:  # runs of run_tokens back to back: a run's start and end are counted too
+        until = start + seconds
+        await asyncio.gather(
+            *(
+                concurrency.runs(
+                    "bridge",
+                    url,
+                    start_at=start + i / streams,
+                    until=until,
+                    rate=rate,
+                    run_tokens=run_tokens,
+                    window=window,
+                )
+                for i in range(streams)
+            )
+        )
+        return
+    orders = {"rate": rate, "tokens": round(seconds * rate)}
     await asyncio.gather(
         *(
             concurrency.stream(
@@ -137,12 +154,21 @@ async def _drive(url: str, seconds: float) -> None:
             await e2e.fetch(client, url, body)
 
 
-def profile(stack: ServerStack, seconds: float, paced: int | None, out: Path) -> dict[str, Any]:
+def profile(
+    stack: ServerStack,
+    seconds: float,
+    paced: int | None,
+    out: Path,
+    *,
+    threads: str | None = None,
+    run_tokens: int | None = None,
+) -> dict[str, Any]:
     upstream = Spec(factory="upstream")
     env = {
         apps.UPSTREAM_URL_ENV: upstream.url,
         apps.MAX_RUNS_ENV: str((paced or 0) + 16),
         apps.PROFILE_OUT_ENV: str(out),
+        **({apps.THREADS_ENV: threads} if threads else {}),
     }
     bridge = Spec(
         factory="profiled_bridge",
@@ -153,7 +179,9 @@ def profile(stack: ServerStack, seconds: float, paced: int | None, out: Path) ->
         harness.run_client(_drive(server.url, 0.5))  # imports, connections, the upstream's cache
         httpx.post(f"{server.url}/profile/start").raise_for_status()
         harness.run_client(
-            _drive_paced(server.url, seconds, paced) if paced else _drive(server.url, seconds)
+            _drive_paced(server.url, seconds, paced, run_tokens)
+            if paced
+            else _drive(server.url, seconds)
         )
         httpx.post(f"{server.url}/profile/stop", timeout=60).raise_for_status()
     return {"stack": stack.name, **summarise(pstats.Stats(str(out)))}
@@ -187,6 +215,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="S",
         help="load: S paced streams at 20 tokens/s instead of e2e streams",
     )
+    parser.add_argument(
+        "--threads", metavar="STORE", help="the bridge's --threads (memory, redis://…)"
+    )
+    parser.add_argument(
+        "--run-tokens",
+        type=int,
+        metavar="N",
+        help="with --paced: each stream runs runs of N tokens back to back (one run otherwise)",
+    )
     args = parser.parse_args(argv)
     seconds: float = args.seconds or (SMOKE_SECONDS if args.smoke else FULL_SECONDS)
     stacks = (
@@ -197,12 +234,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     summaries: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for stack in stacks:
-            summary = profile(stack, seconds, args.paced, Path(scratch) / f"{stack.name}.prof")
+            summary = profile(
+                stack,
+                seconds,
+                args.paced,
+                Path(scratch) / f"{stack.name}.prof",
+                threads=args.threads,
+                run_tokens=args.run_tokens,
+            )
             summaries.append(summary)
             _print(stack, summary)
     if not args.smoke:
         name = f"profile-paced-{args.paced}" if args.paced else "profile"
-        config = {"seconds": seconds, "chunks_per_stream": CHUNKS, "paced_streams": args.paced}
+        name += f"-threads-{args.threads.split(':')[0]}" if args.threads else ""
+        config = {
+            "seconds": seconds,
+            "chunks_per_stream": CHUNKS,
+            "paced_streams": args.paced,
+            "threads": args.threads,
+            "run_tokens": args.run_tokens,
+        }
         harness.write_results(name, harness.report(name, config, summaries))
     return 0
 

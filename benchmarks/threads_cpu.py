@@ -83,7 +83,11 @@ def measure(
         config=config,
         results=results,
         rows=rows(results, smoke=smoke),
-        problems=[problem for result in results for problem in result.pop("problems")],
+        problems=[
+            f"threads {result['mode']}: {problem}"
+            for result in results
+            for problem in result.pop("problems")
+        ],
     )
 
 
