@@ -20,6 +20,7 @@ import pytest
 from test_load_balancer import AUTHORIZATION, ENVIRONMENT, Replica, started
 from threads_tools import checked, hydrate_body, numbers, sse, wait_until
 
+from bridge.serve.threads.records import digest
 from faulty_upstream import FaultyUpstream, fault_model, faulty_upstream
 from nginx_server import Nginx, nginx, require_nginx
 from redis_server import RedisServer
@@ -33,10 +34,13 @@ SLOW = fault_model("ok", n=400, delay=0.05)
 class Balanced:
     """nginx in front of two replicas sharing one Redis, and the faulty upstream behind them."""
 
-    def __init__(self, balancer: Nginx, made: list[Replica], upstream: FaultyUpstream) -> None:
+    def __init__(
+        self, balancer: Nginx, made: list[Replica], upstream: FaultyUpstream, redis_url: str
+    ) -> None:
         self.url = f"{balancer.url}/agent"
         self.made = made
         self.upstream = upstream
+        self.redis_url = redis_url
 
     def other(self, address: str) -> str:
         [other] = [r.address for r in self.made if r.address != address]
@@ -77,7 +81,7 @@ def balanced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Balanced]:
         ]  # fmt: skip
         made = stack.enter_context(started([command] * 2, ENVIRONMENT))
         balancer = stack.enter_context(nginx(folder / "nginx", [r.address for r in made]))
-        yield Balanced(balancer, made, upstream)
+        yield Balanced(balancer, made, upstream, redis.url)
 
 
 def _leave_after(url: str, given: dict[str, Any], count: int) -> tuple[str, list[Any]]:
@@ -186,6 +190,46 @@ def test_a_run_left_at_one_replica_is_followed_from_the_other_exactly_once(
     assert at_first == at_other
     assert [m["role"] for m in at_first] == ["user", "reasoning", "assistant"]
     assert at_first[2]["content"] == _texts(frames)
+
+
+def test_a_run_goes_to_redis_as_it_goes_only_once_a_follower_elsewhere_asks(
+    balanced: Balanced,
+) -> None:
+    """A run nobody on another replica follows writes none of its events to Redis while it
+    goes (its begin entry only; all of them at its end); a reconnect on the other replica asks
+    for it, and from then on its events reach Redis, and that follower, while it goes."""
+    from redis import Redis
+
+    given = _run_input("th-wanted", "run-wanted")
+    run = digest(given["runId"])
+    admin = Redis.from_url(balanced.redis_url)
+    try:
+
+        def stream_then_ended() -> tuple[int, bytes | None]:
+            # In this order: the end's entry is added before the run is marked ended, so a
+            # run not yet marked had not added it when the stream was read.
+            length = admin.xlen(f"agui-bridge:events:{run}")
+            return length, admin.hget(f"agui-bridge:run:{run}", "ended")
+
+        first, before = _leave_after(balanced.url, given, 12)
+        assert stream_then_ended() == (1, b"0")  # 12 frames sent; none in Redis
+
+        balanced.steer_to(balanced.other(first))
+        headers = {**AUTHORIZATION, "Last-Event-ID": before[-1][0]}
+        url = f"{balanced.url}/runs/{given['runId']}/events"
+        with httpx.stream("GET", url, headers=headers, timeout=60) as answer:
+            assert answer.headers["x-replica"] == balanced.other(first)
+            text, shared = "", None
+            for piece in answer.iter_text():
+                text += piece
+                if shared is None and sse(text[: text.rfind("\n\n") + 2]):
+                    shared = stream_then_ended()  # as the first frame followed came
+        assert shared is not None and shared[0] > 1 and shared[1] == b"0"  # shared as it goes
+        whole = [*before, *sse(text)]
+        assert numbers(whole) == list(range(1, len(whole) + 1))
+        assert checked([frame for _, frame in whole])[-1]["type"] == "RUN_FINISHED"
+    finally:
+        admin.close()
 
 
 def _listed(balanced: Balanced, thread: str) -> str | None:

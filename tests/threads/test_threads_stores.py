@@ -522,6 +522,32 @@ async def test_a_cancel_asked_of_one_instance_is_seen_by_another_on_the_same_url
     assert seen == ["run-2"]
 
 
+@pytest.mark.parametrize("kind", ["file", "redis"])
+async def test_a_want_reaches_the_process_named_once_and_no_other(
+    kind: str, url_of: Callable[[str], str]
+) -> None:
+    """A follower on another process asks for a run's events (``want``): the process that runs
+    it, named as its run's info names it, takes the ask once; another process sees none."""
+    url = url_of(kind)
+    async with opened(url) as follower, opened(url) as runner:
+        await runner.run_begin("run-é\ud800", OWNER, "t1", "proc-a")
+        info = await follower.run_info("run-é\ud800")
+        assert info is not None and info.process == "proc-a"
+        assert await runner.wanted("proc-a", ["run-é\ud800", "run-2"]) == []
+        await follower.want("run-é\ud800", info.process)
+        assert await runner.wanted("proc-b", ["run-é\ud800"]) == []
+        assert await runner.wanted("proc-a", ["run-2", "run-é\ud800"]) == ["run-é\ud800"]
+        assert await runner.wanted("proc-a", ["run-é\ud800"]) == []  # taken
+
+
+async def test_the_memory_store_has_no_other_process_to_ask() -> None:
+    async with opened("memory") as kept:
+        await kept.run_begin("run-1", OWNER, "t1", "proc-a")
+        await kept.want("run-1", "proc-a")
+        assert await kept.run_info("run-1") is None
+        assert await kept.wanted("proc-a", ["run-1"]) == []
+
+
 # --- stores that fail -----------------------------------------------------------------------
 
 
@@ -548,6 +574,8 @@ async def test_redis_stopped_mid_use_is_a_thread_store_error_and_comes_back(tmp_
                 lambda: kept.run_events("run-1", 7, wait=5),
                 lambda: kept.cancel("run-1"),
                 lambda: kept.cancelled(["run-1"]),
+                lambda: kept.want("run-1", "proc-a"),
+                lambda: kept.wanted("proc-a", ["run-1"]),
             ]
             for operation in operations:
                 with pytest.raises(ThreadStoreError) as raised:

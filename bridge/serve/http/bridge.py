@@ -102,7 +102,9 @@ class Bridge:
         #: The threads kept (``--threads``; README "Threads"), or ``None``.
         self.threads: ThreadKeeper | None = None
         if config.threads is not None:
-            store = thread_store(config.threads, ttl=config.thread_ttl)
+            store = thread_store(
+                config.threads, ttl=config.thread_ttl, run_timeout=config.run_timeout
+            )
             self.threads = ThreadKeeper(config, store, self.redactor.redact, owner)
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()

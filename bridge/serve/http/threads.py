@@ -180,14 +180,17 @@ async def _source(keeper: ThreadKeeper, owner: str, run_id: str, after: int) -> 
     if live is None and keeper.store.shared:
         info = await keeper.store.run_info(run_id)
         if info is not None and info.owner == owner:
-            return _from_store(keeper, run_id, after)
+            return _from_store(keeper, run_id, after, "" if info.ended else info.process)
     raise _unknown("run")
 
 
-async def _from_store(keeper: ThreadKeeper, run_id: str, after: int) -> Frames:
+async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: str) -> Frames:
     """A run of another process, as the store has its frames; ends with its terminal frame, or
-    when the store has nothing more of it."""
+    when the store has nothing more of it. ``process``: the one running it, asked to hand its
+    frames to the store as they come (``""``: none, the run has ended)."""
     wait = keeper.config.keepalive_interval
+    if process:
+        await keeper.store.want(run_id, process)
     # A run whose process died writes no more: after --run-timeout with nothing new, the
     # follower is let go (the run could not have gone on longer anyway).
     quiet_since = time.monotonic()
@@ -275,7 +278,7 @@ async def hydrate(
         if thread is not None and thread.running is not None and keeper.store.shared:
             info = await keeper.store.run_info(thread.running)
             if info is not None and info.owner == owner and not info.ended:
-                source = _from_store(keeper, thread.running, 0)
+                source = _from_store(keeper, thread.running, 0, info.process)
                 bridge.telemetry.thread("hydrate", thread_id, thread.running)
                 return _following(bridge, thread.running, source, thread)
     except ThreadStoreError as exc:

@@ -8,6 +8,8 @@ reader never sees half done); it expires ``ttl`` seconds after its modification 
 JSON naming the run, its owner and its thread, then a line per batch (``[first, frames]``);
 ``<run>.ended`` beside it once the last batch is in, kept ``RUN_KEPT`` seconds.
 ``DIR/cancels/<run>``: a cancel asked, kept ``CANCEL_KEPT`` seconds.
+``DIR/wants/<process>/<run>``: a follower's ask for a run's events as they come, taken (removed)
+by the process that runs it; one left by a process that died goes after ``run_alive``.
 
 What has expired reads as gone at once; its files go at the next sweep, at most once a minute.
 """
@@ -59,10 +61,18 @@ class FileThreads:
 
     shared = True
 
-    def __init__(self, folder: Path, *, ttl: float, max_threads: int = 1000) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        ttl: float,
+        max_threads: int = 1000,
+        run_alive: float = RUN_ALIVE,
+    ) -> None:
         self.folder = folder
         self.shown = f"file://{folder}"
         self._ttl = ttl
+        self._run_alive = run_alive
         self._max_threads = max_threads
         self._swept = 0.0
         # run id → (offset of its next unread batch, the last frame number before it), for
@@ -189,9 +199,9 @@ class FileThreads:
     def _run_path(self, run_id: str, suffix: str) -> Path:
         return self.folder / "runs" / f"{digest(run_id)}{suffix}"
 
-    async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
-        head = json.dumps({"run": run_id, "owner": owner, "thread": thread_id}) + "\n"
-        await self._run(self._begin, run_id, head.encode())
+    async def run_begin(self, run_id: str, owner: str, thread_id: str, process: str = "") -> None:
+        whose = {"run": run_id, "owner": owner, "thread": thread_id, "process": process}
+        await self._run(self._begin, run_id, (json.dumps(whose) + "\n").encode())
 
     def _begin(self, run_id: str, head: bytes) -> None:
         (self.folder / "runs").mkdir(exist_ok=True)
@@ -228,7 +238,12 @@ class FileThreads:
         file, head, ended = opened
         file.close()
         fields = json.loads(head)
-        return RunInfo(owner=fields["owner"], thread_id=fields["thread"], ended=ended)
+        return RunInfo(
+            owner=fields["owner"],
+            thread_id=fields["thread"],
+            ended=ended,
+            process=str(fields.get("process", "")),
+        )
 
     def _open_run(self, run_id: str) -> tuple[BinaryIO, bytes, bool] | None:
         """The run's events file, open past its head; the head; whether the run ended.
@@ -245,7 +260,7 @@ class FileThreads:
             return None
         head = file.readline()
         written = os.fstat(file.fileno()).st_mtime
-        kept_until = written + RUN_ALIVE if ended is None else ended + store.RUN_KEPT
+        kept_until = written + self._run_alive if ended is None else ended + store.RUN_KEPT
         if kept_until <= now or not head.endswith(b"\n"):
             file.close()
             return None
@@ -291,13 +306,39 @@ class FileThreads:
 
     # --- cancels ------------------------------------------------------------------------------
 
-    async def cancel(self, run_id: str) -> None:
-        await self._run(self._cancel, self.folder / "cancels" / digest(run_id))
+    def _wants(self, process: str) -> Path:
+        return self.folder / "wants" / digest(process)
+
+    async def want(self, run_id: str, process: str) -> None:
+        await self._run(self._touch, self._wants(process) / digest(run_id))
+
+    async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        return await self._run(self._wanted, self._wants(process), list(run_ids))
 
     @staticmethod
-    def _cancel(path: Path) -> None:
-        path.parent.mkdir(exist_ok=True)
-        path.touch()  # a cancel asked again is asked for longer
+    def _wanted(folder: Path, run_ids: list[str]) -> list[str]:
+        """The asks in ``folder`` for these runs, taken: one look at the folder (most often
+        not there at all), whatever the number of runs."""
+        asked = {entry.name for entry in _entries(folder)}
+        if not asked:
+            return []
+        taken = []
+        for run_id in run_ids:
+            if (name := digest(run_id)) in asked:
+                with suppress(FileNotFoundError):
+                    os.unlink(folder / name)
+                taken.append(run_id)
+        return taken
+
+    async def cancel(self, run_id: str) -> None:
+        await self._run(self._touch, self.folder / "cancels" / digest(run_id))
+
+    @staticmethod
+    def _touch(path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()  # a cancel (or a want) asked again is asked for longer
 
     async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
         if not run_ids:
@@ -341,9 +382,14 @@ class FileThreads:
                 with suppress(FileNotFoundError):
                     os.unlink(run.path[: -len("ended")] + "events")
             elif suffix == "events" and not os.path.exists(run.path[: -len("events")] + "ended"):
-                _remove_if_older(run, now - RUN_ALIVE)
+                _remove_if_older(run, now - self._run_alive)
         for cancel in _entries(self.folder / "cancels"):
             _remove_if_older(cancel, now - CANCEL_KEPT)
+        for process in _entries(self.folder / "wants"):
+            for ask in _entries(process.path):
+                _remove_if_older(ask, now - self._run_alive)
+            with suppress(OSError):  # not empty: the process is alive and asked of
+                os.rmdir(process.path)
 
     async def available(self) -> bool:
         return await anyio.to_thread.run_sync(

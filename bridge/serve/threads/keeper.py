@@ -121,6 +121,8 @@ class ThreadKeeper:
             mirror=self._mirror,
         )
         self.live.add(live)
+        if self._mirror is not None:
+            self._mirror.track(live)
         started = self._spawn(self._save_start(live, run_input))
         live.done.add_done_callback(lambda _: self._spawn(self._save_end(live, run_input, started)))
         if store.shared and (self._poller is None or self._poller.done()):
@@ -155,7 +157,8 @@ class ThreadKeeper:
     async def _save_start(self, live: LiveRun, run_input: RunAgentInput) -> None:
         try:
             if self.store.shared:
-                await self.store.run_begin(live.run_id, live.owner, live.thread_id)
+                process = self._mirror.process if self._mirror is not None else ""
+                await self.store.run_begin(live.run_id, live.owner, live.thread_id, process)
                 live.begun.set_result(True)
             await self._save(live, run_input, [], running=live.run_id)
         except ThreadStoreError as exc:

@@ -13,6 +13,11 @@ slows the upstream read without threads; a run nobody follows waits for nobody.
 The frames kept are bounded by ``max_bytes`` (the thread's limit): past it the run goes on for
 its followers, its early frames are let go once read, and it can no longer be followed from its
 start nor kept in its thread (``kept`` is ``False``).
+
+With a shared store, the run's frames go there (``Mirrors``) for followers on other processes:
+as they come once the run is ``wanted`` (such a follower asked for it, or the run passed
+``max_bytes`` and lets go of what the store has), and all of them at its end, for a client that
+comes back later; a run nobody elsewhere follows costs the store nothing while it goes.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ logger = logging.getLogger("agui_bridge")
 
 #: Frames a follower may be behind before the run waits for it.
 FOLLOW_WINDOW = 256
+#: The characters of frames one entry of a shared store carries at most (a frame more than it
+#: when one alone passes it): a run handed over whole, at its end or to a follower that comes
+#: late, goes in entries each encoded and sent in a moment.
+MIRROR_BATCH_CHARS = 256 * 1024
 
 #: Said to the run's clients when its thread passes ``max_bytes`` (README "Threads").
 NOT_KEPT_FRAME = encode_event(
@@ -105,6 +114,8 @@ class LiveRun:
         self._alone: asyncio.TimerHandle | None = None
         self._mirror = mirror
         self._mirrored = 0  # frames the shared store has
+        #: Whether its frames go to the shared store as they come (not only at its end).
+        self.wanted = False
         self._shared: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         #: Set by the keeper once a shared store knows of the run (``True``), or could not
         #: be told (``False``: its events stay this process's).
@@ -130,10 +141,11 @@ class LiveRun:
         if self.kept and self._size > self._max_bytes:
             self.kept = False
             self._frames.append(NOT_KEPT_FRAME)
+            self.wanted = True  # what it lets go of must be in the store first
 
     async def flush(self) -> None:
         self._wake()
-        if self._mirror is not None:
+        if self._mirror is not None and self.wanted:
             self._mirror.more(self)
         if not self.kept:
             self._let_go()
@@ -217,6 +229,13 @@ class LiveRun:
             if not self._followers and not self.ended:
                 self._alone = asyncio.get_running_loop().call_later(self._grace, self._abandon)
 
+    def want(self) -> None:
+        """A follower on another process asked for the run: its frames go to the store as
+        they come."""
+        self.wanted = True
+        if self._mirror is not None:
+            self._mirror.more(self)
+
     def can_follow(self, after: int) -> bool:
         """Whether the frames after ``after`` are all still here."""
         return after >= self._base
@@ -293,14 +312,25 @@ class LiveRun:
 
     # -- what other processes see (a shared store) -----------------------------------------
 
-    def unmirrored(self) -> tuple[Batch, bool] | None:
-        """The frames not yet handed to the shared store, and whether they end the run;
-        ``None`` when there are none (or the store was not told of the run yet)."""
+    def unmirrored(self) -> list[tuple[Batch, bool]]:
+        """The frames not yet handed to the shared store, in batches of about
+        ``MIRROR_BATCH_CHARS`` at most, each with whether it ends the run; none when there are
+        none (or the store was not told of the run yet)."""
         if not self.begun.done() or self._mirrored >= self.last:
-            return None
-        first = self._mirrored + 1
-        frames = self._frames[first - 1 - self._base :]
-        return Batch(first, frames), ends_run(frames[-1])
+            return []
+        batches: list[tuple[Batch, bool]] = []
+        first, frames, size = self._mirrored + 1, [], 0
+        for frame in self._frames[self._mirrored - self._base :]:
+            frames.append(frame)
+            size += len(frame)
+            if size >= MIRROR_BATCH_CHARS:
+                batches.append((Batch(first, frames), False))
+                first, frames, size = first + len(frames), [], 0
+        if frames:
+            batches.append((Batch(first, frames), False))
+        last, _ = batches[-1]
+        batches[-1] = last, ends_run(last.frames[-1])
+        return batches
 
     def mirrored(self, last: int) -> None:
         """The store has the frames up to number ``last``."""

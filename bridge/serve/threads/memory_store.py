@@ -88,8 +88,14 @@ class MemoryThreads:
         self._expire(time.monotonic())
         return self._drop((owner, thread_id))
 
-    async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
+    async def run_begin(self, run_id: str, owner: str, thread_id: str, process: str = "") -> None:
         return None
+
+    async def want(self, run_id: str, process: str) -> None:
+        return None
+
+    async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
+        return []
 
     async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
         return None

@@ -1,15 +1,21 @@
 """What a shared store (``file://``, ``redis://``) holds of this process's runs, so that a
-client on another process can follow them: every ``MIRROR_EVERY`` seconds, the new frames of
-every run go to the store in one call (``run_append_many``: one Redis pipeline, one worker
-thread for files). One writer per process, not one per run: a Redis command costs the client
-more CPU than a token's whole way through the bridge, and 200 runs' commands in one pipeline
-cost about a fifth of 200 sent apart.
+client on another process can follow them. One writer per process, not one per run: every
+``MIRROR_EVERY`` seconds it asks the store which of its runs a follower elsewhere wants (one
+call, whatever the number of runs), then hands the new frames of the runs wanted and of those
+that ended to the store in one call (``run_append_many``: one Redis pipeline, one worker thread
+for files).
+
+A run nobody elsewhere follows goes to the store once, whole, at its end (for a client that
+comes back after it): a Redis command costs the client more CPU than a token's whole way
+through the bridge, and a run's frames sent every 100 ms while it goes cost more than the rest
+of keeping it (``benchmarks/threads_cpu.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 
 from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.store import Batch, ThreadStore, ThreadStoreError
@@ -17,7 +23,7 @@ from bridge.serve.threads.store import Batch, ThreadStore, ThreadStoreError
 logger = logging.getLogger("agui_bridge")
 
 #: Seconds between two writes to the store: what a follower on another process may lag
-#: behind one on this process.
+#: behind one on this process (twice that for its first frames, as its want is seen).
 MIRROR_EVERY = 0.1
 
 
@@ -26,17 +32,30 @@ class Mirror:
 
     def __init__(self, store: ThreadStore) -> None:
         self._store = store
+        #: This process, as the runs it begins name it: where a follower elsewhere asks.
+        self.process = secrets.token_hex(8)
         self._pending: set[LiveRun] = set()
+        self._unwanted: dict[str, LiveRun] = {}  # going on, its frames not asked for yet
         self._task: asyncio.Task[None] | None = None
 
+    def track(self, live: LiveRun) -> None:
+        """A run begins here: a follower elsewhere may ask for it."""
+        self._unwanted[live.run_id] = live
+        self._start()
+
     def more(self, live: LiveRun) -> None:
+        """The run has frames the store should have now (it is wanted, or it ended)."""
         self._pending.add(live)
+        self._start()
+
+    def _start(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
-        while self._pending:
+        while self._pending or self._unwanted:
             await asyncio.sleep(MIRROR_EVERY)
+            await self._ask_wanted()
             runs, self._pending = self._pending, set()
             items: list[tuple[LiveRun, Batch, bool]] = []
             for live in runs:
@@ -44,8 +63,8 @@ class Mirror:
                     self._pending.add(live)
                 elif not live.begun.result():  # it could not be: its frames stay here
                     live.mirror_gone()
-                elif (new := live.unmirrored()) is not None:
-                    items.append((live, *new))
+                else:
+                    items += [(live, batch, ended) for batch, ended in live.unmirrored()]
             if not items:
                 continue
             try:
@@ -59,8 +78,25 @@ class Mirror:
                 continue
             for live, batch, _ in items:
                 live.mirrored(batch.last)
-                if live.unmirrored() is not None:  # made while the store wrote
+                if live.unmirrored():  # made while the store wrote
                     self._pending.add(live)
+
+    async def _ask_wanted(self) -> None:
+        """Which runs going on here a follower elsewhere asked for since the last look."""
+        for run_id, live in list(self._unwanted.items()):
+            if live.ended or live.wanted or (live.begun.done() and not live.begun.result()):
+                del self._unwanted[run_id]
+        asking = [run_id for run_id, live in self._unwanted.items() if live.begun.done()]
+        if not asking:
+            return
+        try:
+            wanted = await self._store.wanted(self.process, asking)
+        except ThreadStoreError:
+            return  # the store is down: the appends say so; a want asked meanwhile waits
+        for run_id in wanted:
+            asked = self._unwanted.pop(run_id, None)
+            if asked is not None:
+                asked.want()
 
     async def aclose(self) -> None:
         if self._task is not None:

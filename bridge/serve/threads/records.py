@@ -18,7 +18,8 @@ from bridge.serve.threads.store import Batch, ThreadSummary
 CANCEL_KEPT = 60.0
 #: Seconds a run's events are kept after its last batch while it has not ended (Redis: after
 #: the last refresh of their expiry, once a minute): a process that died mid-run leaves none
-#: behind for long. A run bounded by its own timeout writes well within it.
+#: behind for long. At least: a run may write nothing from its start to its end, so a store
+#: keeps it ``--run-timeout`` and a minute when that is longer (``thread_store``).
 RUN_ALIVE = 3600.0
 
 

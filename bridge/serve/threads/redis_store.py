@@ -12,9 +12,11 @@ Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the 
   ``agui-bridge:events:<run>``: its events, a Stream with an entry per batch whose id is the
   batch's last frame number (``<last>-0``; the end with no frames ``<last>-2``, and the entry
   of no frames that begins it ``0-1``), so "the batches after frame ``n``" is a read after id
-  ``n-0``; both kept ``RUN_ALIVE`` while the run goes (refreshed once a minute), ``RUN_KEPT``
-  after its end;
-- ``agui-bridge:cancel:<run>``: a cancel asked, ``CANCEL_KEPT``.
+  ``n-0``; both kept ``run_alive`` while the run goes (refreshed once a minute when it writes),
+  ``RUN_KEPT`` after its end;
+- ``agui-bridge:cancel:<run>``: a cancel asked, ``CANCEL_KEPT``;
+- ``agui-bridge:wants:<process>``: the runs of that process a follower elsewhere asked for, a
+  set the process takes from (``SPOP``), kept ``run_alive`` after the last ask.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
 
 from bridge.core.upstream_url import shown_url
 from bridge.serve.threads import store
@@ -75,6 +79,10 @@ return #gone
 
 #: Seconds between two refreshes of a going run's expiry (``RUN_ALIVE``, an hour ahead).
 _REFRESH_EVERY = 60.0
+#: The characters of frames encoded on the event loop at most (more: in a worker thread).
+_ENCODED_ON_LOOP = 64 * 1024
+#: The asks a process takes at one look (more wait for the next, 0.1 s later).
+_MAX_WANTS = 10_000
 #: Going runs whose last refresh is remembered (one forgotten is refreshed at its next batch).
 _REFRESHES = 10_000
 
@@ -94,9 +102,12 @@ class RedisThreads:
 
     shared = True
 
-    def __init__(self, url: str, *, ttl: float, max_threads: int = 1000) -> None:
+    def __init__(
+        self, url: str, *, ttl: float, max_threads: int = 1000, run_alive: float = RUN_ALIVE
+    ) -> None:
         self.shown = shown_url(url)
         self._ttl = ttl
+        self._run_alive = run_alive
         self._max_threads = max_threads
         self._client: Redis = redis_client(url)
         # A blocking XREAD holds its connection for the whole block: a pool of its own, whose
@@ -172,11 +183,11 @@ class RedisThreads:
 
     # --- runs ---------------------------------------------------------------------------------
 
-    async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
+    async def run_begin(self, run_id: str, owner: str, thread_id: str, process: str = "") -> None:
         run = digest(run_id)
         events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
         # The client's ids as ASCII JSON: any string, a lone surrogate too, is stored as it came.
-        whose = json.dumps({"run": run_id, "owner": owner, "thread": thread_id})
+        whose = json.dumps({"run": run_id, "owner": owner, "thread": thread_id, "process": process})
         fields: dict[FieldT, EncodableT] = {"whose": whose, "ended": "0"}
         with self._asked():
             async with self._client.pipeline(transaction=True) as pipe:
@@ -184,8 +195,8 @@ class RedisThreads:
                 pipe.hset(info, mapping=fields)
                 # An entry of no frames, so that the stream exists to expire from now on.
                 pipe.xadd(events, {"first": 1, "frames": "[]"}, id="0-1")
-                pipe.pexpire(info, _ms(RUN_ALIVE))
-                pipe.pexpire(events, _ms(RUN_ALIVE))
+                pipe.pexpire(info, _ms(self._run_alive))
+                pipe.pexpire(events, _ms(self._run_alive))
                 await pipe.execute()
         self._refreshed(run_id, time.monotonic())
 
@@ -196,20 +207,19 @@ class RedisThreads:
         """One pipeline for them all, one command per batch (each costs the client's CPU; in
         one pipeline a fifth of what they cost sent apart): a run's expiry is refreshed once
         a minute, and at its end."""
+        batches = [item for item in batches if item[1].frames or item[2]]
+        if not batches:
+            return
+        encoded = await _encoded([batch for _, batch, _ in batches])
         now = time.monotonic()
         refreshed: list[tuple[str, bool]] = []
         with self._asked():
             async with self._client.pipeline(transaction=False) as pipe:
                 adds = []
-                for run_id, batch, ended in batches:
-                    if not batch.frames and not ended:
-                        continue
+                for (run_id, batch, ended), frames in zip(batches, encoded, strict=True):
                     run = digest(run_id)
                     events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
-                    fields: dict[FieldT, EncodableT] = {
-                        "first": batch.first,
-                        "frames": frames_json(batch),
-                    }
+                    fields: dict[FieldT, EncodableT] = {"first": batch.first, "frames": frames}
                     last_refresh = self._refreshes.get(run_id)
                     refresh = ended or last_refresh is None or now - last_refresh >= _REFRESH_EVERY
                     if ended:
@@ -219,12 +229,10 @@ class RedisThreads:
                     if ended:
                         pipe.hset(info, "ended", "1")
                     if refresh:
-                        kept = _ms(store.RUN_KEPT if ended else RUN_ALIVE)
+                        kept = _ms(store.RUN_KEPT if ended else self._run_alive)
                         pipe.pexpire(events, kept)
                         pipe.pexpire(info, kept)
                         refreshed.append((run_id, ended))
-                if not adds:
-                    return
                 results = await pipe.execute(raise_on_error=False)
             for index, result in enumerate(results):
                 # The one retry after a lost answer finds the batch in: it was added.
@@ -251,7 +259,12 @@ class RedisThreads:
                 return None
             whose = json.loads(info[b"whose"])
             ended = _bytes(info[b"ended"]) == b"1"
-            return RunInfo(owner=whose["owner"], thread_id=whose["thread"], ended=ended)
+            return RunInfo(
+                owner=whose["owner"],
+                thread_id=whose["thread"],
+                ended=ended,
+                process=str(whose.get("process", "")),
+            )
 
     async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
         """One round trip for what is there and whether the run ended; then, with nothing
@@ -269,6 +282,23 @@ class RedisThreads:
                 block = _ms(min(wait, LONGEST_WAIT))
                 read = await self._blocking.xread({events: since}, block=block)
             return _batches(read)
+
+    async def want(self, run_id: str, process: str) -> None:
+        wants = f"{_PREFIX}wants:{digest(process)}"
+        with self._asked():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.sadd(wants, run_id.encode("utf-8", "surrogatepass"))
+                pipe.pexpire(wants, _ms(self._run_alive))
+                await pipe.execute()
+
+    async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
+        """One ``SPOP`` of the process's asks, whatever the number of its runs."""
+        if not run_ids:
+            return []
+        with self._asked():
+            taken = await self._client.spop(f"{_PREFIX}wants:{digest(process)}", _MAX_WANTS)
+        asked = {_bytes(m) for m in taken or () if isinstance(m, bytes | str)}
+        return [i for i in run_ids if i.encode("utf-8", "surrogatepass") in asked]
 
     # --- cancels ------------------------------------------------------------------------------
 
@@ -294,6 +324,17 @@ class RedisThreads:
     async def aclose(self) -> None:
         await self._client.aclose()
         await self._blocking.aclose()
+
+
+async def _encoded(batches: Sequence[Batch]) -> list[str]:
+    """The batches' frames as JSON: in a worker thread when they are many (a whole run handed
+    over at its end), so that the event loop is not held."""
+
+    def encode() -> list[str]:
+        return [frames_json(batch) for batch in batches]
+
+    size = sum(len(frame) for batch in batches for frame in batch.frames)
+    return await anyio.to_thread.run_sync(encode) if size > _ENCODED_ON_LOOP else encode()
 
 
 def _batches(read: Any) -> list[Batch]:

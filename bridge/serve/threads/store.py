@@ -51,6 +51,8 @@ class RunInfo:
     owner: str
     thread_id: str
     ended: bool
+    #: The process that runs it (``Mirror.process``): where a follower asks for its frames.
+    process: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +95,17 @@ class ThreadStore(Protocol):
         """Forget the thread; ``False`` when the owner had none of that id."""
         ...
 
-    async def run_begin(self, run_id: str, owner: str, thread_id: str) -> None:
-        """A run begins: its events will follow (a shared store keeps them for others)."""
+    async def run_begin(self, run_id: str, owner: str, thread_id: str, process: str = "") -> None:
+        """A run begins in ``process``: its events will follow (a shared store keeps them for
+        others), all at its end, and as they come once a follower elsewhere ``want``s them."""
+        ...
+
+    async def want(self, run_id: str, process: str) -> None:
+        """Ask ``process`` (the run's) for the run's events as they come."""
+        ...
+
+    async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
+        """Which of these runs of ``process`` were asked for since it last looked."""
         ...
 
     async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
