@@ -37,6 +37,7 @@ from thread_stores import redis_server
 FULL = {"streams": 200, "duration": 10.0, "ramp": 3.0, "repeats": 3, "run_tokens": 100}
 SMOKE = {"streams": 5, "duration": 0.6, "ramp": 0.1, "repeats": 1, "run_tokens": 6}
 TARGET_RATIO = 1.15
+MODES = ("off", "memory", "redis")
 
 
 def measure(
@@ -49,12 +50,14 @@ def measure(
     ramp: float,
     rate: float = concurrency.RATE,
     stack: ServerStack | None = None,
+    modes: Sequence[str] = MODES,
 ) -> Outcome:
     stack = stack or harness.default_stack()
     with tempfile.TemporaryDirectory() as folder, redis_server(Path(folder)) as redis_url:
         stores = {"off": "", "memory": "memory", **({"redis": redis_url} if redis_url else {})}
-        if not redis_url:
+        if not redis_url and "redis" in modes:
             print("threads_cpu: no redis-server installed, its row is left out")
+        stores = {mode: store for mode, store in stores.items() if mode in modes}
         upstream = Spec(factory="upstream")
         env = {apps.UPSTREAM_URL_ENV: upstream.url, apps.MAX_RUNS_ENV: str(streams + 16)}
         specs = [Spec(factory="bridge", env={**env, apps.THREADS_ENV: s}) for s in stores.values()]
@@ -154,7 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stack", help="asyncio+h11 or uvloop+httptools (default: the fastest installed)"
     )
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"the bridges measured, of {', '.join(MODES)} (default: all; off is the baseline)",
+    )
     args = parser.parse_args(argv)
+    modes = [mode for mode in args.modes.split(",") if mode]
+    if not modes or not set(modes) <= set(MODES):
+        parser.error(f"--modes: say some of {', '.join(MODES)}")
     chosen = dict(SMOKE if args.smoke else FULL)
     for name in chosen:
         given = getattr(args, name)
@@ -171,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         duration=float(chosen["duration"]),
         ramp=float(chosen["ramp"]),
         stack=harness.stack_named(args.stack),
+        modes=modes,
     )
     return harness.finish(outcome, smoke=args.smoke)
 

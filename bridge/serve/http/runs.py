@@ -115,7 +115,8 @@ async def run(bridge: Bridge, request: Request) -> Response:
     if keeper is None:
         return bridge.event_stream(produce, ended)
     try:
-        live = keeper.begin(run_input, owner)
+        declared = request.headers.get("content-length", "")
+        live = keeper.begin(run_input, owner, int(declared) if declared.isdigit() else None)
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     live.input = run_input

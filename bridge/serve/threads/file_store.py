@@ -32,6 +32,7 @@ import anyio
 import anyio.to_thread
 
 from bridge.serve.threads import store
+from bridge.serve.threads.folders import entries, remove_if_older, taken_asks, thread_names, touch
 from bridge.serve.threads.records import (
     CANCEL_KEPT,
     RUN_ALIVE,
@@ -153,7 +154,7 @@ class FileThreads:
 
     def _bound(self, folder: Path) -> None:
         """Forget the owner's least recently saved threads beyond ``max_threads``."""
-        names = _thread_names(folder)
+        names = thread_names(folder)
         if len(names) <= self._max_threads:
             return
         saved: list[tuple[int, str]] = []
@@ -170,7 +171,7 @@ class FileThreads:
 
     def _threads(self, folder: Path) -> list[ThreadSummary]:
         now, found = time.time(), list[tuple[int, ThreadSummary]]()
-        for name in _thread_names(folder):
+        for name in thread_names(folder):
             try:
                 with (folder / name).open("rb") as file:
                     modified = os.fstat(file.fileno()).st_mtime_ns
@@ -310,35 +311,15 @@ class FileThreads:
         return self.folder / "wants" / digest(process)
 
     async def want(self, run_id: str, process: str) -> None:
-        await self._run(self._touch, self._wants(process) / digest(run_id))
+        await self._run(touch, self._wants(process) / digest(run_id))
 
     async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
         if not run_ids:
             return []
-        return await self._run(self._wanted, self._wants(process), list(run_ids))
-
-    @staticmethod
-    def _wanted(folder: Path, run_ids: list[str]) -> list[str]:
-        """The asks in ``folder`` for these runs, taken: one look at the folder (most often
-        not there at all), whatever the number of runs."""
-        asked = {entry.name for entry in _entries(folder)}
-        if not asked:
-            return []
-        taken = []
-        for run_id in run_ids:
-            if (name := digest(run_id)) in asked:
-                with suppress(FileNotFoundError):
-                    os.unlink(folder / name)
-                taken.append(run_id)
-        return taken
+        return await self._run(taken_asks, self._wants(process), list(run_ids))
 
     async def cancel(self, run_id: str) -> None:
-        await self._run(self._touch, self.folder / "cancels" / digest(run_id))
-
-    @staticmethod
-    def _touch(path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()  # a cancel (or a want) asked again is asked for longer
+        await self._run(touch, self.folder / "cancels" / digest(run_id))
 
     async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
         if not run_ids:
@@ -368,26 +349,26 @@ class FileThreads:
     def _sweep(self, now: float) -> None:
         """Remove expired threads (and owners' folders left empty), runs kept ``RUN_KEPT``
         past their end (or ``RUN_ALIVE`` past their last batch) and old cancels."""
-        for owner in _entries(self.folder / "threads"):
+        for owner in entries(self.folder / "threads"):
             if not owner.is_dir(follow_symlinks=False):
                 continue  # none of ours: owners are folders
-            for thread in _entries(owner.path):
+            for thread in entries(owner.path):
                 kept = _LEFT_OVER if thread.name.startswith(".") else self._ttl
-                _remove_if_older(thread, now - kept)
+                remove_if_older(thread, now - kept)
             with suppress(OSError):  # not empty: a thread is left, or was saved just now
                 os.rmdir(owner.path)
-        for run in _entries(self.folder / "runs"):
+        for run in entries(self.folder / "runs"):
             suffix = run.name.rpartition(".")[2]
-            if suffix == "ended" and _remove_if_older(run, now - store.RUN_KEPT):
+            if suffix == "ended" and remove_if_older(run, now - store.RUN_KEPT):
                 with suppress(FileNotFoundError):
                     os.unlink(run.path[: -len("ended")] + "events")
             elif suffix == "events" and not os.path.exists(run.path[: -len("events")] + "ended"):
-                _remove_if_older(run, now - self._run_alive)
-        for cancel in _entries(self.folder / "cancels"):
-            _remove_if_older(cancel, now - CANCEL_KEPT)
-        for process in _entries(self.folder / "wants"):
-            for ask in _entries(process.path):
-                _remove_if_older(ask, now - self._run_alive)
+                remove_if_older(run, now - self._run_alive)
+        for cancel in entries(self.folder / "cancels"):
+            remove_if_older(cancel, now - CANCEL_KEPT)
+        for process in entries(self.folder / "wants"):
+            for ask in entries(process.path):
+                remove_if_older(ask, now - self._run_alive)
             with suppress(OSError):  # not empty: the process is alive and asked of
                 os.rmdir(process.path)
 
@@ -398,32 +379,3 @@ class FileThreads:
 
     async def aclose(self) -> None:
         self._positions.clear()
-
-
-def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(folder) as entries:
-            return list(entries)
-    except FileNotFoundError:
-        return []
-
-
-def _thread_names(folder: Path) -> list[str]:
-    """The names of an owner's threads (files; not a temporary one being saved)."""
-    return [
-        entry.name
-        for entry in _entries(folder)
-        if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)
-    ]
-
-
-def _remove_if_older(entry: os.DirEntry[str], than: float) -> bool:
-    """Remove the file ``entry`` if it was last modified before ``than`` (a folder there is
-    none of ours: it stays, and the sweep goes on)."""
-    try:
-        if not entry.is_file(follow_symlinks=False) or os.stat(entry.path).st_mtime >= than:
-            return False
-        os.unlink(entry.path)
-    except FileNotFoundError:  # another process removed it first
-        return False
-    return True

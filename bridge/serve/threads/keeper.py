@@ -4,9 +4,10 @@ in this process, and what is kept of each thread in the store.
 A run's thread is saved twice: as it begins (the client's messages, and the run going on in
 it, so that a hydrate on another process finds the run to follow) and as it ends (the messages
 as the client holds them after the run's events, its state, the interrupts it waits on). Both
-are made off the event loop (a thread of megabytes is folded and written in a worker thread)
-and redacted of the bridge's secrets. A store that fails costs the thread, never the run: the
-log says so, and the run goes on.
+are made off the event loop when big (a thread of megabytes is folded and written in a worker
+thread; one no bigger than a body parsed on the loop is made there, which costs less than the
+hand-over) and redacted of the bridge's secrets. A store that fails costs the thread, never the
+run: the log says so, and the run goes on.
 """
 
 from __future__ import annotations
@@ -31,17 +32,21 @@ from starlette.requests import Request
 
 from bridge.config import BridgeConfig
 from bridge.core.errors import InvalidRunInputError
+from bridge.serve.threads.ended import EndedRun, LiveRuns
 from bridge.serve.threads.fold import ThreadFold
-from bridge.serve.threads.live import LiveRun, LiveRuns
+from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.mirror import Mirror
 from bridge.serve.threads.owner import OwnerOf, Owners
-from bridge.serve.threads.store import RUN_KEPT, ThreadStore, ThreadStoreError, ThreadSummary
+from bridge.serve.threads.store import ThreadStore, ThreadStoreError, ThreadSummary
 from bridge.serve.threads.thread import Thread, dumped, read_document
 from bridge.serve.tools.claims import StoreWatch
 
 logger = logging.getLogger("agui_bridge")
 
 SHUTTING_DOWN = "the bridge is shutting down; try again"
+#: The bytes of input (and of frames, each) up to which a thread is made on the event loop: as
+#: much as a request body parsed there (``bridge.serve.http.run_input.OFF_LOOP_BYTES``).
+OFF_LOOP_BYTES = 64 * 1024
 #: Seconds between two looks for cancels asked on other processes (a shared store).
 CANCEL_POLL = 1.0
 
@@ -95,14 +100,18 @@ class ThreadKeeper:
             live = self.live.get(summary.running) if summary.running is not None else None
             # A run of this process that ended, its thread saved (the store's summary may be
             # the one saved as it began, when the two saves crossed).
-            return None if live is not None and live.saved.done() else summary.running
+            saved = isinstance(live, EndedRun) or (live is not None and live.saved.done())
+            return None if saved else summary.running
 
         return [ThreadSummary(s.id, s.title, s.updated, going(s)) for s in listed]
 
     # -- a run ---------------------------------------------------------------------------
 
-    def begin(self, run_input: RunAgentInput, owner: str) -> LiveRun:
-        """A run of ``owner``'s, kept as it goes (409 when a run of that id goes on)."""
+    def begin(
+        self, run_input: RunAgentInput, owner: str, input_bytes: int | None = None
+    ) -> LiveRun:
+        """A run of ``owner``'s, kept as it goes (409 when a run of that id goes on).
+        ``input_bytes``: the size of the body it came in, when known."""
         going = self.live.get(run_input.run_id)
         if going is not None and not going.ended:
             raise InvalidRunInputError(
@@ -123,8 +132,11 @@ class ThreadKeeper:
         self.live.add(live)
         if self._mirror is not None:
             self._mirror.track(live)
-        started = self._spawn(self._save_start(live, run_input))
-        live.done.add_done_callback(lambda _: self._spawn(self._save_end(live, run_input, started)))
+        inline = input_bytes is not None and input_bytes <= OFF_LOOP_BYTES
+        started = self._spawn(self._save_start(live, run_input, inline))
+        live.done.add_done_callback(
+            lambda _: self._spawn(self._save_end(live, run_input, started, inline))
+        )
         if store.shared and (self._poller is None or self._poller.done()):
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
         return live
@@ -154,13 +166,13 @@ class ThreadKeeper:
         )
         return [*ends, finished]
 
-    async def _save_start(self, live: LiveRun, run_input: RunAgentInput) -> None:
+    async def _save_start(self, live: LiveRun, run_input: RunAgentInput, inline: bool) -> None:
         try:
             if self.store.shared:
                 process = self._mirror.process if self._mirror is not None else ""
                 await self.store.run_begin(live.run_id, live.owner, live.thread_id, process)
                 live.begun.set_result(True)
-            await self._save(live, run_input, [], running=live.run_id)
+            await self._save(live, run_input, [], live.run_id, inline)
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:
@@ -168,32 +180,42 @@ class ThreadKeeper:
                 live.begun.set_result(False)
 
     async def _save_end(
-        self, live: LiveRun, run_input: RunAgentInput, started: asyncio.Task[Any]
+        self, live: LiveRun, run_input: RunAgentInput, started: asyncio.Task[Any], inline: bool
     ) -> None:
         with suppress(Exception):  # its failure was logged; the end is saved anyway
             await started
         try:
             if live.kept:
-                await self._save(live, run_input, live.frames(), running=None)
+                small = inline and live.size <= OFF_LOOP_BYTES
+                await self._save(live, run_input, live.frames(), None, small)
             else:  # the thread stays as it was before the run
                 logger.warning(
                     "run %s: its thread passed --max-thread-bytes (%d); the run was not kept",
                     live.run_id,
                     self.config.max_thread_bytes,
                 )
-                await self._save(live, run_input, [], running=None)
+                await self._save(live, run_input, [], None, inline)
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:
             if not live.saved.done():
                 live.saved.set_result(None)
-            asyncio.get_running_loop().call_later(RUN_KEPT, self.live.remove, live)
+            self.live.settle(live)
 
     async def _save(
-        self, live: LiveRun, run_input: RunAgentInput, frames: Sequence[str], running: str | None
+        self,
+        live: LiveRun,
+        run_input: RunAgentInput,
+        frames: Sequence[str],
+        running: str | None,
+        inline: bool,
     ) -> None:
+        """``inline``: the input and the frames are small enough to be made on the loop."""
         messages, state = run_input.messages, run_input.state
-        made = await anyio.to_thread.run_sync(self._document, messages, state, frames, running)
+        if inline:
+            made = self._document(messages, state, frames, running)
+        else:
+            made = await anyio.to_thread.run_sync(self._document, messages, state, frames, running)
         if made is None:
             logger.warning(
                 "run %s: its thread passed --max-thread-bytes (%d) and was not kept",

@@ -343,36 +343,3 @@ class LiveRun:
         self._mirror = None
         if not self._shared.done():
             self._shared.set_result(None)
-
-
-class LiveRuns:
-    """This process's runs going on (and ended a moment ago), by run id and by thread."""
-
-    def __init__(self) -> None:
-        self._runs: dict[str, LiveRun] = {}
-        self._threads: dict[tuple[str, str], LiveRun] = {}
-
-    def add(self, live: LiveRun) -> None:
-        self._runs[live.run_id] = live
-        self._threads[live.owner, live.thread_id] = live
-
-    def get(self, run_id: str) -> LiveRun | None:
-        return self._runs.get(run_id)
-
-    def of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
-        """The run going on in the thread, if any."""
-        live = self._threads.get((owner, thread_id))
-        return live if live is not None and not live.ended else None
-
-    def last_of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
-        """The thread's last run of this process, going on or ended a moment ago."""
-        return self._threads.get((owner, thread_id))
-
-    def running(self) -> list[LiveRun]:
-        return [live for live in self._runs.values() if not live.ended]
-
-    def remove(self, live: LiveRun) -> None:
-        if self._runs.get(live.run_id) is live:
-            del self._runs[live.run_id]
-        if self._threads.get((live.owner, live.thread_id)) is live:
-            del self._threads[live.owner, live.thread_id]

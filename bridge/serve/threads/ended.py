@@ -1,0 +1,125 @@
+"""This process's runs: those going on (``LiveRun``) and those that ended a moment ago
+(``EndedRun``), for a client that comes back as its run ends (README "Threads").
+
+A run that ended and whose thread is saved is kept as its frames alone, one tuple of strings:
+the run's input, its futures and its followers go. Kept ``RUN_KEPT`` seconds after its end,
+and no more than ``ENDED_CHARS`` of frames in all (the oldest go first): a client that comes
+back later finds its thread (a hydrate), or, with a shared store, its events there. Ended runs
+held whole for minutes cost the process more than the runs going on: at 40 runs a second,
+12,000 of them, whose objects every collection of the garbage collector walked
+(``benchmarks/threads_cpu.py``: 1.23x the CPU per token without threads, 1.08x without them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from bridge.serve.threads.live import LiveRun, RunGoneError
+from bridge.serve.threads.store import RUN_KEPT
+
+#: The characters of frames of ended runs a process keeps at most.
+ENDED_CHARS = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class EndedRun:
+    """A run that ended here a moment ago, its thread saved: its frames, for a client that
+    comes back (``follow``), numbered from ``base + 1`` (earlier ones were let go)."""
+
+    run_id: str
+    owner: str
+    thread_id: str
+    frames: tuple[str, ...]
+    base: int
+    ended_at: float
+    chars: int  # of its frames
+
+    ended = True
+    followed = False
+
+    @classmethod
+    def of(cls, live: LiveRun) -> EndedRun:
+        frames = tuple(live.frames())
+        base, chars = live.last - len(frames), sum(map(len, frames))
+        return cls(live.run_id, live.owner, live.thread_id, frames, base, time.monotonic(), chars)
+
+    @property
+    def last(self) -> int:
+        return self.base + len(self.frames)
+
+    def can_follow(self, after: int) -> bool:
+        return after >= self.base
+
+    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, list[str]]]:
+        """Every frame after ``after``; ``RunGoneError`` when those were let go."""
+        if after < self.base:
+            raise RunGoneError(
+                f"the run {self.run_id!r} passed --max-thread-bytes: the events this client "
+                "had not taken yet were let go"
+            )
+        if after < self.last:
+            yield after + 1, list(self.frames[after - self.base :])
+
+    def cancel(self, reason: str = "cancelled") -> bool:
+        return False
+
+
+class LiveRuns:
+    """This process's runs going on (``LiveRun``), by run id and by thread, and those that
+    ended a moment ago (``EndedRun``), by run id."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, LiveRun] = {}
+        self._threads: dict[tuple[str, str], LiveRun] = {}
+        self._ended: OrderedDict[str, EndedRun] = OrderedDict()  # the oldest first
+        self._ended_chars = 0
+
+    def add(self, live: LiveRun) -> None:
+        self._runs[live.run_id] = live
+        self._threads[live.owner, live.thread_id] = live
+
+    def get(self, run_id: str) -> LiveRun | EndedRun | None:
+        live = self._runs.get(run_id)
+        if live is not None:
+            return live
+        self._let_go(time.monotonic())
+        return self._ended.get(run_id)
+
+    def of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
+        """The run going on in the thread, if any."""
+        live = self._threads.get((owner, thread_id))
+        return live if live is not None and not live.ended else None
+
+    def last_of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
+        """The thread's last run of this process, going on or ended and being saved."""
+        return self._threads.get((owner, thread_id))
+
+    def running(self) -> list[LiveRun]:
+        return [live for live in self._runs.values() if not live.ended]
+
+    def settle(self, live: LiveRun) -> None:
+        """The run ended and its thread is saved: only its frames are kept from now on."""
+        if self._runs.get(live.run_id) is live:
+            del self._runs[live.run_id]
+        if self._threads.get((live.owner, live.thread_id)) is live:
+            del self._threads[live.owner, live.thread_id]
+        ended = EndedRun.of(live)
+        gone = self._ended.pop(ended.run_id, None)
+        if gone is not None:  # a run of the same id before it
+            self._ended_chars -= gone.chars
+        self._ended[ended.run_id] = ended
+        self._ended_chars += ended.chars
+        self._let_go(ended.ended_at)
+
+    def _let_go(self, now: float) -> None:
+        """Forget ended runs kept ``RUN_KEPT``, then the oldest while past ``ENDED_CHARS``."""
+        ended = self._ended
+        while ended:
+            oldest = next(iter(ended.values()))
+            if oldest.ended_at > now - RUN_KEPT and self._ended_chars <= ENDED_CHARS:
+                return
+            del ended[oldest.run_id]
+            self._ended_chars -= oldest.chars
