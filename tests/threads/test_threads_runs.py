@@ -158,6 +158,21 @@ def test_a_hydrate_while_the_run_goes_on_follows_it_to_its_end() -> None:
     assert _texts([f for _, f in frames]) == _texts(reference)
 
 
+def test_a_run_over_counts_no_more_among_the_runs_going_on(store: str) -> None:
+    """A client's next run may come as soon as it has its run's end: the run no longer counts
+    against --max-concurrent-runs (1 here) though its last frames are still being handed to a
+    shared store (up to 100 ms later), and neither do its thread's saves."""
+    with serve(create_scripted_upstream()) as upstream:
+        config = replace(scripted_config(upstream), threads=store, max_concurrent_runs=1)
+        with serve(create_app(config)) as url, httpx.Client(timeout=30) as client:
+            ends = []
+            for turn in range(5):
+                answer = client.post(url + "/", json=body(f"th-next-{turn}", "Hi"))
+                assert answer.status_code == 200, answer.text
+                ends.append(events(answer.text)[-1]["type"])
+    assert ends == ["RUN_FINISHED"] * 5
+
+
 def test_another_owner_reads_nothing_of_a_thread(store: str) -> None:
     alice = {"Authorization": "Bearer alice-token"}
     bob = {"Authorization": "Bearer bob-token"}

@@ -131,7 +131,7 @@ async def run(bridge: Bridge, request: Request) -> Response:
             bridge.telemetry.thread(kind, run_input.thread_id, run_input.run_id)
         bridge.upstream_props.run_ended(observe.code, observe.upstream_retries)
 
-    live.done.add_done_callback(over)
+    live.finished.add_done_callback(over)
     live.start(
         lambda: produce(live),
         timeout=config.run_timeout,

@@ -120,7 +120,11 @@ class LiveRun:
         #: Set by the keeper once a shared store knows of the run (``True``), or could not
         #: be told (``False``: its events stay this process's).
         self.begun: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.done = asyncio.get_running_loop().create_future()
+        #: Set once the run is over (its terminal frame written), and ``done`` once its last
+        #: frames are in the shared store too: the run no longer counts among those going on
+        #: from the first (a client's next run may come at once).
+        self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         #: Set once the thread is saved as the run left it (or could not be).
         self.saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         #: The run's input (``RunAgentInput``): what a hydrate shows while the run goes on.
@@ -301,6 +305,8 @@ class LiveRun:
             self._wake()
             if self._alone is not None:
                 self._alone.cancel()
+            if not self.finished.done():
+                self.finished.set_result(None)
             if self._mirror is not None:  # its last frames go to the store before its end
                 self._mirror.more(self)
                 await asyncio.shield(self._shared)
