@@ -96,6 +96,17 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 
+#: A run's last batch (``KEYS``: its events and its info; ``ARGV``: the entry's id, its first
+#: frame's number, its frames, how long the run is kept now, in ms): added, the run marked
+#: ended, its keys kept ``RUN_KEPT``. One command, as ``_SAVE``.
+_END = """
+redis.call('XADD', KEYS[1], ARGV[1], 'first', ARGV[2], 'frames', ARGV[3], 'end', '1')
+redis.call('HSET', KEYS[2], 'ended', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+"""
+
 
 #: Seconds between two refreshes of a going run's expiry (``RUN_ALIVE``, an hour ahead).
 _REFRESH_EVERY = 60.0
@@ -132,6 +143,7 @@ class RedisThreads:
         self._client: Redis = redis_client(url)
         self._save = self._client.register_script(_SAVE)
         self._begin = self._client.register_script(_BEGIN)
+        self._end = self._client.register_script(_END)
         # A blocking XREAD holds its connection for the whole block: a pool of its own, whose
         # connections wait for an answer longer than the longest block.
         self._blocking: Redis = redis_client(url, socket_timeout=LONGEST_WAIT + REDIS_TIMEOUT)
@@ -229,20 +241,20 @@ class RedisThreads:
                 for (run_id, batch, ended), frames in zip(batches, encoded, strict=True):
                     run = digest(run_id)
                     events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
-                    fields: dict[FieldT, EncodableT] = {"first": batch.first, "frames": frames}
-                    last_refresh = self._refreshes.get(run_id)
-                    refresh = ended or last_refresh is None or now - last_refresh >= _REFRESH_EVERY
-                    if ended:
-                        fields["end"] = 1
+                    entry = f"{batch.last}-{0 if batch.frames else 2}"
                     adds.append(len(pipe))
-                    pipe.xadd(events, fields, id=f"{batch.last}-{0 if batch.frames else 2}")
                     if ended:
-                        pipe.hset(info, "ended", "1")
-                    if refresh:
-                        kept = _ms(store.RUN_KEPT if ended else self._run_alive)
-                        pipe.pexpire(events, kept)
-                        pipe.pexpire(info, kept)
-                        refreshed.append((run_id, ended))
+                        ends: list[EncodableT] = [entry, batch.first, frames, _ms(store.RUN_KEPT)]
+                        await self._end(keys=[events, info], args=ends, client=pipe)
+                        refreshed.append((run_id, True))
+                        continue
+                    fields: dict[FieldT, EncodableT] = {"first": batch.first, "frames": frames}
+                    pipe.xadd(events, fields, id=entry)
+                    last_refresh = self._refreshes.get(run_id)
+                    if last_refresh is None or now - last_refresh >= _REFRESH_EVERY:
+                        pipe.pexpire(events, _ms(self._run_alive))
+                        pipe.pexpire(info, _ms(self._run_alive))
+                        refreshed.append((run_id, False))
                 results = await pipe.execute(raise_on_error=False)
             for index, result in enumerate(results):
                 # The one retry after a lost answer finds the batch in: it was added.
