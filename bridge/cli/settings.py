@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from bridge.cli.options import mcp_servers, otel_requested
 from bridge.cli.parser import Parser, add_serve_flags, parse, serve_parser
-from bridge.config import BridgeConfig, importable, seconds_problem
+from bridge.config import MAX_INSTRUCTIONS_BYTES, BridgeConfig, importable, seconds_problem
 from bridge.core.translate import TranslateOptions
 
 
@@ -38,6 +38,8 @@ def config_from_args(
         model=model,
         models=tuple(models),
         api_key=api_key,
+        instructions=instructions(args.instructions),
+        client_system=args.client_system,
         connect_timeout=args.connect_timeout,
         idle_timeout=args.idle_timeout,
         translate=translate,
@@ -201,6 +203,21 @@ def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
         return serve_config(args, environ)
     except ValueError as exc:
         raise ValueError(_variables_named(str(exc))) from None
+
+
+def instructions(value: str | None) -> str | None:
+    """``--instructions TEXT|@FILE``: the text, or the file's (UTF-8), its size checked before
+    it is read."""
+    if value is None or not value.startswith("@"):
+        return value
+    path = Path(value[1:]).expanduser()
+    try:
+        with path.open("rb") as file:
+            if os.fstat(file.fileno()).st_size > MAX_INSTRUCTIONS_BYTES:
+                raise ValueError(f"over {MAX_INSTRUCTIONS_BYTES} bytes")
+            return file.read(MAX_INSTRUCTIONS_BYTES + 1).decode("utf-8")
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--instructions {value}: {exc}") from None
 
 
 def _state_schema(path: str | None) -> dict[str, Any] | None:
