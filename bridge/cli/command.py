@@ -15,6 +15,8 @@ from starlette.routing import Mount
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.cli.demo.tools import DEMO_TOOLS
 from bridge.cli.doctor import diagnose, redacted_output
+from bridge.cli.effective import printed
+from bridge.cli.layers import Settings, env_name, layered
 from bridge.cli.parser import build_parser, parse
 from bridge.cli.replay import load_recording, replay_summary, serve_replay
 from bridge.cli.serving import (
@@ -40,6 +42,12 @@ _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     try:
+        if args.command in ("serve", "config"):
+            # Parsed again for the flags given alone: they win over the variables and the file.
+            settings = layered(parse(build_parser(given_only=True), argv), os.environ)
+            if args.command == "config" or settings.args.print_config:
+                return _print_config(settings)
+            args = settings.args
         return int(_COMMANDS[args.command](args))
     # A bad flag value (BridgeConfig validates them), an address or an MCP server not to be had:
     # one line (an MCP server's failure is in its own words).
@@ -61,8 +69,16 @@ def _serve(args: argparse.Namespace) -> int:
     return serve_app(args, listener, create_app(config), [], note, page)
 
 
+def _print_config(settings: Settings) -> int:
+    """The effective settings on stdout; then, if ``serve`` would refuse them, why (exit 2)."""
+    print(printed(settings, os.environ), flush=True)
+    serve_config(settings.args)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     configure_logging(args)
+    args.auth_token = args.auth_token or os.environ.get(env_name("--auth-token"))
     listener = listen(args.host, args.port)
     port = listener.getsockname()[1]
     if _SCRIPTED_OPEN_TAG_MODEL not in args.starts_in_reasoning_model:

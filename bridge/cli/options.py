@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -260,7 +259,6 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
     )
     limits.add_argument(
         "--auth-token",
-        default=os.environ.get("AGUI_BRIDGE_AUTH_TOKEN"),
         help="require Authorization: Bearer TOKEN on every request "
         "(default: $AGUI_BRIDGE_AUTH_TOKEN; prefer the variable, a flag shows in `ps`)",
     )

@@ -1,0 +1,225 @@
+"""``serve``'s settings from four places, each above the next: the command line's flags, the
+``AGUI_BRIDGE_*`` variables, the ``--config`` file (TOML), the defaults. Every flag of ``serve``
+has its variable (``--max-tool-rounds`` → ``AGUI_BRIDGE_MAX_TOOL_ROUNDS``) and its key in the
+file (``max-tool-rounds = 16``), derived from the one ``argparse`` table, so a new flag has
+both; ``Settings.origins`` says where each value came from (``agui-bridge config``)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from bridge.cli.parser import Parser, add_serve_flags, given_parser, parse, serve_parser
+from bridge.cli.tomlfile import TomlFile, read_toml
+
+#: ``serve``'s flags in the environment: ``--flag-name`` is ``AGUI_BRIDGE_FLAG_NAME``.
+ENV_PREFIX = "AGUI_BRIDGE_"
+#: Stands in for ``--upstream-url``'s default, below the file: it is not the bridge's own
+#: variable, and many a shell sets it for other tools.
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+#: Flags about the command itself, which no file sets (``--config`` has its variable).
+_NOT_IN_FILE = frozenset({"help", "config", "print-config"})
+_NOT_IN_ENVIRONMENT = frozenset({"help", "print-config"})
+#: Keys whose value is a path: a relative one is read from the file's folder.
+_PATH_KEYS = frozenset({"state-schema", "record"})
+#: Keys that take a string of the flag or an integer (``workers = 4`` or ``"auto"``).
+_INTEGER_TOO = frozenset({"workers"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``serve``'s arguments, every one of them set, and where each came from: ``--flag``, a
+    variable's name, ``FILE:LINE`` or ``default``."""
+
+    args: argparse.Namespace
+    origins: dict[str, str]
+
+
+def env_name(flag: str) -> str:
+    """The variable that stands for a flag of ``serve`` (``--max-tool-rounds`` →
+    ``AGUI_BRIDGE_MAX_TOOL_ROUNDS``)."""
+    return ENV_PREFIX + flag.removeprefix("--").replace("-", "_").upper()
+
+
+def options() -> list[argparse.Action]:
+    """``serve``'s flags, in ``--help``'s order (argparse lists its flags nowhere public)."""
+    return [action for action in serve_parser()._actions if _flag(action)]
+
+
+def key_of(action: argparse.Action) -> str:
+    """A flag's key in the file: its name (``max-tool-rounds``)."""
+    return _flag(action).removeprefix("--")
+
+
+def file_keys() -> list[str]:
+    """Every key the file may set (README "The configuration file" lists them)."""
+    shown = [a for a in options() if a.help != argparse.SUPPRESS]  # not --api-key
+    return [key_of(a) for a in shown if key_of(a) not in _NOT_IN_FILE]
+
+
+def argv_from_env(environ: Mapping[str, str]) -> list[str]:
+    """``serve``'s flags as the environment sets them: a switch is on with ``1``, ``true``,
+    ``yes`` or ``on``; a repeatable flag takes a JSON array, or a comma-separated list."""
+    argv: list[str] = []
+    for action in options():
+        flag = _flag(action)
+        if key_of(action) in _NOT_IN_ENVIRONMENT:
+            continue
+        name = env_name(flag)
+        value = environ.get(name)
+        if value is None:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            if value.strip().lower() in _TRUE:
+                argv.append(flag)
+            elif value.strip().lower() not in _FALSE:
+                raise ValueError(f"{name}={value!r}: say 1 or 0 (true/false, yes/no, on/off)")
+        elif isinstance(action, argparse._AppendAction):
+            argv.extend(f"{flag}={item}" for item in _list(name, value))
+        else:
+            argv.append(f"{flag}={value}")
+    return argv
+
+
+def layered(given: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+    """The settings: ``given`` (only the flags the command line set: ``given_parser``) over
+    the variables in ``environ``, over the file that ``--config`` or ``AGUI_BRIDGE_CONFIG``
+    names, over ``OPENAI_BASE_URL`` for the upstream, over the defaults. ``ValueError`` names
+    a wrong variable, or a file's unknown key or wrong value with its line."""
+    parser = _quiet_parser(_EnvironmentError)
+    from_env = vars(parse(parser, argv_from_env(environ)))
+    flags = {dest: value for dest, value in vars(given).items() if dest != "command"}
+    path = flags.get("config", from_env.get("config"))
+    from_file, lines = _from_file(read_toml(path)) if path else ({}, {})
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for action in options():
+        dest, flag = action.dest, _flag(action)
+        if dest in flags:
+            values[dest], origins[dest] = flags[dest], flag
+        elif dest in from_env:
+            values[dest], origins[dest] = from_env[dest], env_name(flag)
+        elif dest in from_file:
+            values[dest], origins[dest] = from_file[dest], lines[dest]
+        elif dest == "upstream_url" and environ.get(BASE_URL_VARIABLE):
+            values[dest], origins[dest] = environ[BASE_URL_VARIABLE], BASE_URL_VARIABLE
+        else:
+            values[dest], origins[dest] = action.default, "default"
+    command = getattr(given, "command", "serve")
+    return Settings(argparse.Namespace(**values, command=command), origins)
+
+
+class _EnvironmentError(Parser):
+    """A parser whose errors name the variables, not the flags."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(variables_named(message))
+
+
+class _FileError(Parser):
+    """A parser whose errors are raised, to be named by the key and line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message.partition(": ")[2] if message.startswith("argument ") else message)
+
+
+def _quiet_parser(kind: type[Parser]) -> argparse.ArgumentParser:
+    parser = kind(prog="agui-bridge", add_help=False)
+    add_serve_flags(parser)
+    return given_parser(parser)
+
+
+def variables_named(message: str) -> str:
+    """A message about flags, about the variables that stand for them."""
+    return re.sub(r"--[a-z][a-z-]*", lambda m: env_name(m.group()), message)
+
+
+def _from_file(file: TomlFile) -> tuple[dict[str, Any], dict[str, str]]:
+    """The file's settings by ``dest``, and the ``FILE:LINE`` of each."""
+    actions = {key_of(a): a for a in options() if key_of(a) not in _NOT_IN_FILE}
+    parser = _quiet_parser(_FileError)
+    values: dict[str, Any] = {}
+    lines: dict[str, str] = {}
+    for key, value in file.data.items():
+        where = file.where(key)
+        action = actions.get(key)
+        if action is None:
+            near = difflib.get_close_matches(key.replace("_", "-"), list(actions), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ValueError(f"{where}: unknown key {key!r}{hint}")
+        problem = _type_problem(action, key, value)
+        if problem is not None:
+            raise ValueError(f"{where}: {key} {problem}")
+        if isinstance(action, argparse._StoreTrueAction):
+            values[action.dest] = value
+        else:
+            value = _relative_to(file.path.parent, key, value)
+            items = value if isinstance(value, list) else [value]
+            try:
+                read = parser.parse_args([f"{_flag(action)}={item}" for item in items])
+            except ValueError as exc:
+                raise ValueError(f"{where}: {key}: {exc}") from None
+            values[action.dest] = getattr(read, action.dest)
+        lines[action.dest] = where
+    return values, lines
+
+
+def _type_problem(action: argparse.Action, key: str, value: Any) -> str | None:
+    """What is wrong with a TOML value's type for ``action`` (``None``: nothing)."""
+    if isinstance(action, argparse._StoreTrueAction):
+        wanted, ok = "true or false", isinstance(value, bool)
+    elif isinstance(action, argparse._AppendAction):
+        wanted = "an array of strings"
+        ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
+    elif action.type is int:
+        wanted, ok = "an integer", isinstance(value, int) and not isinstance(value, bool)
+    elif action.type is float:
+        wanted = "a number"
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif key in _INTEGER_TOO:
+        wanted = "an integer or a string"
+        ok = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    else:
+        wanted, ok = "a string", isinstance(value, str)
+    return None if ok else f"wants {wanted}, not {_toml_kind(value)}"
+
+
+def _toml_kind(value: Any) -> str:
+    kinds: list[tuple[type, str]] = [(bool, "a boolean"), (int, "an integer"), (float, "a float")]
+    kinds += [(str, "a string"), (list, "an array"), (dict, "a table")]
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a date or time")
+
+
+def _relative_to(folder: Path, key: str, value: Any) -> Any:
+    """A relative path in the file is read from the file's folder (a service's working
+    directory is seldom its file's), as is ``instructions = "@FILE"``."""
+    if key in _PATH_KEYS and not Path(value).expanduser().is_absolute():
+        return str(folder / value)
+    if key == "instructions" and value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        return value if path.is_absolute() else f"@{folder / path}"
+    return value
+
+
+def _flag(action: argparse.Action) -> str:
+    return next((flag for flag in action.option_strings if flag.startswith("--")), "")
+
+
+def _list(name: str, value: str) -> list[str]:
+    if value.lstrip().startswith("["):
+        try:
+            items = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} is not a JSON array of strings: {exc}") from None
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{name} is not a JSON array of strings")
+        return items
+    return [item.strip() for item in value.split(",") if item.strip()]

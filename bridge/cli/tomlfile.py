@@ -1,0 +1,114 @@
+"""A TOML file read with the standard library (``serve --config FILE``), and the line each key
+is on: ``tomllib`` gives the values but no line numbers, and an error that names a key should
+name where it is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The largest configuration file read: checked before it is read.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+#: One part of a key: bare, a basic string or a literal string (TOML 1.0, "Keys").
+_PART = re.compile(r'\s*([A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\')\s*')
+#: A table's header: ``[a.b]`` or an array of tables' ``[[a.b]]``.
+_HEADER = re.compile(r"\s*\[\[?(?P<path>[^\[\]]+)\]\]?\s*(?:#.*)?\Z")
+
+
+@dataclass(frozen=True)
+class TomlFile:
+    """A configuration file: its path, its text and what ``tomllib`` read of it."""
+
+    path: Path
+    text: str
+    data: dict[str, Any]
+
+    def where(self, *keys: str) -> str:
+        """``FILE:LINE`` of the key ``keys`` names (a table's key inside it), for messages."""
+        line = line_of(self.text, keys)
+        return f"{self.path}:{line}" if line is not None else str(self.path)
+
+
+def read_toml(path: str | os.PathLike[str]) -> TomlFile:
+    """The file at ``path``, read and parsed; ``ValueError`` names the file and what is wrong
+    (``tomllib``'s own message names the line and column)."""
+    where = Path(path)
+    try:
+        with where.open("rb") as file:
+            if os.fstat(file.fileno()).st_size > MAX_CONFIG_BYTES:
+                raise ValueError(f"over {MAX_CONFIG_BYTES} bytes")
+            text = file.read(MAX_CONFIG_BYTES + 1).decode("utf-8")
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ValueError(f"over {MAX_CONFIG_BYTES} bytes")
+        data = tomllib.loads(text)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ValueError(f"{where}: {exc}") from None
+    return TomlFile(where, text, data)
+
+
+def line_of(text: str, keys: tuple[str, ...]) -> int | None:
+    """The line (from 1) where the key ``keys`` is defined, or begins to be: a ``key = …`` line
+    under the table it belongs to, a dotted key, or a table's header. A line that only looks so
+    inside a multi-line string or array is not one: the text before a candidate must parse on
+    its own (the whole file did, so only the inside of a value fails)."""
+    lines = text.split("\n")
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(lines):
+        header = _HEADER.match(line)
+        if header:
+            path = _key_path(header.group("path"))
+            if path is None:
+                continue
+            table, found = path, path
+        else:
+            found_key = _key_path(line, assigned=True)
+            if found_key is None:
+                continue
+            found = table + found_key
+        if found[: len(keys)] == keys and _outside_values(lines[:number]):
+            return number + 1
+    return None
+
+
+def _key_path(text: str, *, assigned: bool = False) -> tuple[str, ...] | None:
+    """The dotted key ``text`` begins with (all of it, or up to ``=`` with ``assigned``)."""
+    parts: list[str] = []
+    at = 0
+    while True:
+        part = _PART.match(text, at)
+        if part is None:
+            return None
+        parts.append(_unquoted(part.group(1)))
+        at = part.end()
+        if text.startswith(".", at):
+            at += 1
+            continue
+        rest = text[at:]
+        if assigned:
+            return tuple(parts) if rest.startswith("=") else None
+        return tuple(parts) if not rest.strip() else None
+
+
+def _unquoted(part: str) -> str:
+    if part.startswith('"'):
+        # A basic string's escapes are JSON's, but for \e and \xHH, which TOML 1.1 adds.
+        try:
+            value: str = json.loads(part)
+        except ValueError:
+            return part
+        return value
+    return part.strip("'")
+
+
+def _outside_values(before: list[str]) -> bool:
+    try:
+        tomllib.loads("\n".join(before))
+    except tomllib.TOMLDecodeError:
+        return False
+    return True
