@@ -29,6 +29,7 @@ from bridge.cli.serving import (
 )
 from bridge.cli.settings import config_from_args, serve_config
 from bridge.cli.threads import check_threads
+from bridge.cli.tool_modules import imported_tools
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
 from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url, url_secrets
@@ -43,11 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     try:
         if args.command in ("serve", "config"):
-            # Parsed again for the flags given alone: they win over the variables and the file.
-            settings = layered(parse(build_parser(given_only=True), argv), os.environ)
-            if args.command == "config" or settings.args.print_config:
-                return _print_config(settings)
-            args = settings.args
+            return _layered(args.command, argv)
         return int(_COMMANDS[args.command](args))
     # A bad flag value (BridgeConfig validates them), an address or an MCP server not to be had:
     # one line (an MCP server's failure is in its own words).
@@ -60,13 +57,26 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(args)
     workers = worker_count(args.workers)
     config = serve_config(args)  # checked here, before anything starts, in every case
+    tools = imported_tools(args.tools)
     check_threads(config, args.host, workers)
     listener = listen(args.host, args.port)
     note = f"-> {shown_url(config.upstream_url)}"
     if workers > 1:
         return run_workers(args, listener, workers, note)
     page = web_demo() if args.web_demo else None
-    return serve_app(args, listener, create_app(config), [], note, page)
+    return serve_app(args, listener, create_app(config, tools=tools), [], note, page)
+
+
+def _layered(command: str, argv: Sequence[str] | None) -> int:
+    """``serve`` and ``config``: the flags given (parsed again alone: they win over the
+    variables and the file) over the rest; a wrong setting named where it was set."""
+    settings = layered(parse(build_parser(given_only=True), argv), os.environ)
+    try:
+        if command == "config" or settings.args.print_config:
+            return _print_config(settings)
+        return _serve(settings.args)
+    except ValueError as exc:
+        raise ValueError(settings.explained(str(exc))) from None
 
 
 def _print_config(settings: Settings) -> int:

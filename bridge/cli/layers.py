@@ -42,6 +42,23 @@ class Settings:
     args: argparse.Namespace
     origins: dict[str, str]
 
+    def explained(self, message: str, *, unset: str = "flag") -> str:
+        """A message about flags (``BridgeConfig``'s, ``serve``'s), about where each was set:
+        its variable, or its key and line in the file; one not set is named as a flag, or
+        with ``unset="variable"`` as its variable (``bridge.app:from_env``)."""
+        dests = {_flag(action): action.dest for action in options()}
+
+        def named(found: re.Match[str]) -> str:
+            flag = found.group()
+            origin = self.origins.get(dests.get(flag, ""), "default")
+            if origin.startswith(ENV_PREFIX) or origin == BASE_URL_VARIABLE:
+                return origin
+            if origin not in ("default", flag):
+                return f"{flag.removeprefix('--')} at {origin}"
+            return env_name(flag) if unset == "variable" else flag
+
+        return re.sub(r"--[a-z][a-z-]*", named, message)
+
 
 def env_name(flag: str) -> str:
     """The variable that stands for a flag of ``serve`` (``--max-tool-rounds`` →
@@ -148,8 +165,9 @@ def _from_file(file: TomlFile) -> tuple[dict[str, Any], dict[str, str]]:
     parser = _quiet_parser(_FileError)
     values: dict[str, Any] = {}
     lines: dict[str, str] = {}
+    places = file.places([(key,) for key in file.data])
     for key, value in file.data.items():
-        where = file.where(key)
+        where = places[(key,)]
         action = actions.get(key)
         if action is None:
             near = difflib.get_close_matches(key.replace("_", "-"), list(actions), n=1)

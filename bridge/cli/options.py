@@ -178,6 +178,15 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "repeatable; needs pip install 'agui-bridge[mcp]'",
     )
     tools.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="PACKAGE.MODULE",
+        help="a Python module whose functions named in its __all__ the bridge runs as server "
+        "tools (@requires_approval kept); imported from the current directory or the "
+        "Python path; repeatable",
+    )
+    tools.add_argument(
         "--mcp-optional",
         action="append",
         default=[],

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bridge.cli.layers import layered, variables_named
+from bridge.cli.layers import layered
 from bridge.cli.options import mcp_servers, otel_requested
 from bridge.config import MAX_INSTRUCTIONS_BYTES, BridgeConfig, importable, seconds_problem
 from bridge.core.translate import TranslateOptions
@@ -139,7 +139,7 @@ def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
     try:
         return serve_config(settings.args, environ)
     except ValueError as exc:
-        raise ValueError(variables_named(str(exc))) from None
+        raise ValueError(settings.explained(str(exc), unset="variable")) from None
 
 
 def instructions(value: str | None) -> str | None:

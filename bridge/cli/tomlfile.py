@@ -19,6 +19,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 _PART = re.compile(r'\s*([A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\')\s*')
 #: A table's header: ``[a.b]`` or an array of tables' ``[[a.b]]``.
 _HEADER = re.compile(r"\s*\[\[?(?P<path>[^\[\]]+)\]\]?\s*(?:#.*)?\Z")
+#: What may begin a value of several lines: a multi-line string, an array left open.
+_MULTI_LINE = re.compile(r'"""|\'\'\'|[\[,]\s*(?:#.*)?\Z')
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,15 @@ class TomlFile:
 
     def where(self, *keys: str) -> str:
         """``FILE:LINE`` of the key ``keys`` names (a table's key inside it), for messages."""
-        line = line_of(self.text, keys)
-        return f"{self.path}:{line}" if line is not None else str(self.path)
+        return self.places([keys])[keys]
+
+    def places(self, wanted: list[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
+        """``where`` for each of ``wanted``, in one pass over the text."""
+        lines = lines_of(self.text, wanted)
+        return {
+            keys: f"{self.path}:{lines[keys]}" if keys in lines else str(self.path)
+            for keys in wanted
+        }
 
 
 def read_toml(path: str | os.PathLike[str]) -> TomlFile:
@@ -54,26 +63,32 @@ def read_toml(path: str | os.PathLike[str]) -> TomlFile:
 
 def line_of(text: str, keys: tuple[str, ...]) -> int | None:
     """The line (from 1) where the key ``keys`` is defined, or begins to be: a ``key = …`` line
-    under the table it belongs to, a dotted key, or a table's header. A line that only looks so
-    inside a multi-line string or array is not one: the text before a candidate must parse on
-    its own (the whole file did, so only the inside of a value fails)."""
+    under the table it belongs to, a dotted key, or a table's header."""
+    return lines_of(text, [keys]).get(keys)
+
+
+def lines_of(text: str, wanted: list[tuple[str, ...]]) -> dict[tuple[str, ...], int]:
+    """``line_of`` for each of ``wanted``, in one pass. A line that only looks like a key or a
+    header inside a multi-line string or array is not one: once the text has had such a
+    value, the text before a candidate must parse on its own (the whole file did, so only
+    the inside of a value fails)."""
     lines = text.split("\n")
+    found: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
+    spans_lines = False  # a multi-line string or array has begun somewhere above
     for number, line in enumerate(lines):
         header = _HEADER.match(line)
-        if header:
-            path = _key_path(header.group("path"))
-            if path is None:
-                continue
-            table, found = path, path
-        else:
-            found_key = _key_path(line, assigned=True)
-            if found_key is None:
-                continue
-            found = table + found_key
-        if found[: len(keys)] == keys and _outside_values(lines[:number]):
-            return number + 1
-    return None
+        path = _key_path(header.group("path")) if header else _key_path(line, assigned=True)
+        if path is not None and not (spans_lines and not _outside_values(lines[:number])):
+            if header:
+                table = path
+            else:
+                path = table + path
+            for keys in wanted:
+                if keys not in found and path[: len(keys)] == keys:
+                    found[keys] = number + 1
+        spans_lines = spans_lines or _MULTI_LINE.search(line) is not None
+    return found
 
 
 def _key_path(text: str, *, assigned: bool = False) -> tuple[str, ...] | None:

@@ -38,6 +38,7 @@ from types import FrameType
 from bridge.cli.scratch import Scratch
 from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
 from bridge.cli.settings import serve_config
+from bridge.cli.tool_modules import imported_tools
 from bridge.core.oneline import one_line
 from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
@@ -227,7 +228,8 @@ def _worker(
     try:
         config = serve_config(args)
         page = web_demo() if args.web_demo else None
-        server = server_for(args, listener, create_app(config), [], page, started=ready.set)
+        app = create_app(config, tools=imported_tools(args.tools))
+        server = server_for(args, listener, app, [], page, started=ready.set)
         server.worker = True
         threading.Thread(target=_stop_with, args=(parent,), daemon=True).start()
         server.run(sockets=[listener])
