@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import uvicorn
 from starlette.routing import Mount
 
+from bridge.cli.agents import AGENT_PATH, agent_apps, agent_configs
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.cli.demo.tools import DEMO_TOOLS
 from bridge.cli.doctor import diagnose, redacted_output
@@ -27,9 +28,8 @@ from bridge.cli.serving import (
     serve_app,
     web_demo,
 )
-from bridge.cli.settings import config_from_args, serve_config
+from bridge.cli.settings import config_from_args
 from bridge.cli.threads import check_threads
-from bridge.cli.tool_modules import imported_tools
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
 from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url, url_secrets
@@ -56,15 +56,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     configure_logging(args)
     workers = worker_count(args.workers)
-    config = serve_config(args)  # checked here, before anything starts, in every case
-    tools = imported_tools(args.tools)
-    check_threads(config, args.host, workers)
+    # Checked here, before anything starts, in every case: each agent's settings and tools.
+    configs = agent_configs(args)
+    for config in configs.values():
+        check_threads(config, args.host, workers)
     listener = listen(args.host, args.port)
-    note = f"-> {shown_url(config.upstream_url)}"
+    note = "-> " + ", ".join(dict.fromkeys(shown_url(c.upstream_url) for c in configs.values()))
     if workers > 1:
         return run_workers(args, listener, workers, note)
     page = web_demo() if args.web_demo else None
-    return serve_app(args, listener, create_app(config, tools=tools), [], note, page)
+    return serve_app(args, listener, agent_apps(args), [], note, page)
 
 
 def _layered(command: str, argv: Sequence[str] | None) -> int:
@@ -82,7 +83,7 @@ def _layered(command: str, argv: Sequence[str] | None) -> int:
 def _print_config(settings: Settings) -> int:
     """The effective settings on stdout; then, if ``serve`` would refuse them, why (exit 2)."""
     print(printed(settings, os.environ), flush=True)
-    serve_config(settings.args)
+    agent_configs(settings.args)
     return 0
 
 
@@ -108,7 +109,8 @@ def _demo(args: argparse.Namespace) -> int:
     scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
     # The demo's server tool (get_time) runs here, beside the page's frontend tools.
     agent = create_app(config, tools=DEMO_TOOLS)
-    return serve_app(args, listener, agent, [scripted], "(the scripted model)", web_demo())
+    apps = [(AGENT_PATH, agent)]
+    return serve_app(args, listener, apps, [scripted], "(the scripted model)", web_demo())
 
 
 def _doctor(args: argparse.Namespace) -> int:

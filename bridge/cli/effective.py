@@ -3,11 +3,12 @@ would say them, each with where it came from, secrets masked."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from bridge.cli.layers import Settings, env_name, file_keys, key_of, options
+from bridge.cli.layers import AGENTS, Settings, env_name, file_keys, key_of, options
 from bridge.core.upstream_url import shown_url, url_secrets
 from bridge.serve.redact import Redactor
 
@@ -24,25 +25,35 @@ def printed(settings: Settings, environ: Mapping[str, str]) -> str:
     valid ``bridge.toml`` once the masked secrets are put back. Every line is also redacted of
     the secrets the settings and their variables hold, in every encoding, as the bridge's own
     output is."""
-    args = settings.args
     keys = set(file_keys())
+    shown = [a for a in options() if key_of(a) in keys]
     lines = ["# agui-bridge serve: the effective settings (flag > variable > file > default)"]
-    for action in options():
-        key = key_of(action)
-        if key not in keys:
-            continue
-        value = getattr(args, action.dest)
-        origin = settings.origins[action.dest]
-        if action.dest in _SECRET_VARIABLES and value:
-            held = "set" if environ.get(value) else "not set"
-            origin = f"{origin}; ${value} is {held}, its value is not shown"
-        if value is None or value == []:
-            lines.append(f"# {key}: not set ({origin})")
-        elif action.dest in _SECRETS:
-            lines.append(f'{key} = "(hidden)"  # {origin}')
-        else:
-            lines.append(f"{key} = {_toml(_shown(action.dest, value))}  # {origin}")
-    return _redactor(args, environ).redact("\n".join(lines))
+    lines += [_line(a, settings, environ) for a in shown]
+    for name, agent in settings.agents.items():  # what each agent's table sets
+        lines += ["", f"[{AGENTS}.{name}]"]
+        lines += [
+            _line(a, agent, environ)
+            for a in shown
+            if agent.origins[a.dest] != settings.origins[a.dest]
+        ]
+    held = _secrets(settings.args, environ)
+    for agent in settings.agents.values():
+        held += _secrets(agent.args, environ)
+    return Redactor(held).redact("\n".join(lines))
+
+
+def _line(action: argparse.Action, settings: Settings, environ: Mapping[str, str]) -> str:
+    """``key = value  # origin``, or a comment for a key not set."""
+    key, value = key_of(action), getattr(settings.args, action.dest)
+    origin = settings.origins[action.dest]
+    if action.dest in _SECRET_VARIABLES and value:
+        held = "set" if environ.get(value) else "not set"
+        origin = f"{origin}; ${value} is {held}, its value is not shown"
+    if value is None or value == []:
+        return f"# {key}: not set ({origin})"
+    if action.dest in _SECRETS:
+        return f'{key} = "(hidden)"  # {origin}'
+    return f"{key} = {_toml(_shown(action.dest, value))}  # {origin}"
 
 
 def _shown(dest: str, value: Any) -> Any:
@@ -69,9 +80,10 @@ def _toml(value: Any) -> str:
     return repr(value)
 
 
-def _redactor(args: Any, environ: Mapping[str, str]) -> Redactor:
+def _secrets(args: Any, environ: Mapping[str, str]) -> list[str | None]:
+    """The secrets that settings hold or name, to be redacted from the printout."""
     secrets = [args.auth_token, environ.get(args.api_key_env), environ.get(args.secret_env)]
     secrets += [environ.get(env_name("--auth-token"))]
     for dest in _URLS:
         secrets += url_secrets(getattr(args, dest) or "")
-    return Redactor(secrets)
+    return secrets

@@ -11,7 +11,7 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +28,16 @@ _FALSE = frozenset({"", "0", "false", "no", "off"})
 #: Flags about the command itself, which no file sets (``--config`` has its variable).
 _NOT_IN_FILE = frozenset({"help", "config", "print-config"})
 _NOT_IN_ENVIRONMENT = frozenset({"help", "print-config"})
+#: The file's table of agents: ``[agents.NAME]``, each served at ``/NAME/``.
+AGENTS = "agents"
+#: An agent's name, the first segment of its path.
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+#: Settings of the process, not of one agent: where it listens, its workers and logs, the
+#: page, its shutdown, metrics and traces (one registry and one tracer per process).
+PROCESS_KEYS = frozenset(
+    {"host", "port", "log-level", "workers", "web-demo", "shutdown-grace", "log-format",
+     "metrics", "metrics-public", "otel", "otel-content"}
+)  # fmt: skip
 #: Keys whose value is a path: a relative one is read from the file's folder.
 _PATH_KEYS = frozenset({"state-schema", "record"})
 #: Keys that take a string of the flag or an integer (``workers = 4`` or ``"auto"``).
@@ -41,6 +51,9 @@ class Settings:
 
     args: argparse.Namespace
     origins: dict[str, str]
+    agents: dict[str, Settings] = field(default_factory=dict)
+    """The file's ``[agents.NAME]``, each the settings above with its table's over them (in
+    ``args.agents`` too, by name, for ``serve --workers``'s processes)."""
 
     def explained(self, message: str, *, unset: str = "flag") -> str:
         """A message about flags (``BridgeConfig``'s, ``serve``'s), about where each was set:
@@ -115,7 +128,7 @@ def layered(given: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
     from_env = vars(parse(parser, argv_from_env(environ)))
     flags = {dest: value for dest, value in vars(given).items() if dest != "command"}
     path = flags.get("config", from_env.get("config"))
-    from_file, lines = _from_file(read_toml(path)) if path else ({}, {})
+    (from_file, lines), agents = _from_file(read_toml(path)) if path else (({}, {}), {})
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for action in options():
@@ -131,7 +144,18 @@ def layered(given: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
         else:
             values[dest], origins[dest] = action.default, "default"
     command = getattr(given, "command", "serve")
-    return Settings(argparse.Namespace(**values, command=command), origins)
+    # An agent's table over the settings above: the agents share what it does not set.
+    served = {
+        name: Settings(
+            argparse.Namespace(**{**values, **own}, command=command, agents={}),
+            {**origins, **where},
+        )
+        for name, (own, where) in agents.items()
+    }
+    args = argparse.Namespace(
+        **values, command=command, agents={n: a.args for n, a in served.items()}
+    )
+    return Settings(args, origins, served)
 
 
 class _EnvironmentError(Parser):
@@ -159,17 +183,41 @@ def variables_named(message: str) -> str:
     return re.sub(r"--[a-z][a-z-]*", lambda m: env_name(m.group()), message)
 
 
-def _from_file(file: TomlFile) -> tuple[dict[str, Any], dict[str, str]]:
-    """The file's settings by ``dest``, and the ``FILE:LINE`` of each."""
+#: A file's values by ``dest``, and the ``FILE:LINE`` of each.
+_Read = tuple[dict[str, Any], dict[str, str]]
+
+
+def _from_file(file: TomlFile) -> tuple[_Read, dict[str, _Read]]:
+    """The file's settings, and each ``[agents.NAME]`` table's."""
+    top = dict(file.data)
+    agents = top.pop(AGENTS, {})
+    if not isinstance(agents, dict) or not all(isinstance(t, dict) for t in agents.values()):
+        raise ValueError(f"{file.where(AGENTS)}: {AGENTS} wants tables: [{AGENTS}.NAME]")
+    tables = {}
+    for name, table in agents.items():
+        if not AGENT_NAME.match(name):
+            raise ValueError(
+                f"{file.where(AGENTS, name)}: an agent's name is 1-64 letters, digits, "
+                f"'_' or '-' (its path), not {name!r}"
+            )
+        tables[name] = _read_table(file, table, (AGENTS, name), PROCESS_KEYS | _NOT_IN_FILE)
+    return _read_table(file, top, (), _NOT_IN_FILE), tables
+
+
+def _read_table(
+    file: TomlFile, table: dict[str, Any], prefix: tuple[str, ...], refused: frozenset[str]
+) -> _Read:
     actions = {key_of(a): a for a in options() if key_of(a) not in _NOT_IN_FILE}
     parser = _quiet_parser(_FileError)
     values: dict[str, Any] = {}
     lines: dict[str, str] = {}
-    places = file.places([(key,) for key in file.data])
-    for key, value in file.data.items():
-        where = places[(key,)]
+    places = file.places([(*prefix, key) for key in table])
+    for key, value in table.items():
+        where = places[(*prefix, key)]
         action = actions.get(key)
-        if action is None:
+        if key in PROCESS_KEYS and key in refused:
+            raise ValueError(f"{where}: {key} is the process's: set it outside [{AGENTS}.*]")
+        if action is None or key in refused:
             near = difflib.get_close_matches(key.replace("_", "-"), list(actions), n=1)
             hint = f" (did you mean {near[0]}?)" if near else ""
             raise ValueError(f"{where}: unknown key {key!r}{hint}")

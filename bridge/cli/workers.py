@@ -35,12 +35,10 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from types import FrameType
 
+from bridge.cli.agents import agent_apps
 from bridge.cli.scratch import Scratch
 from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
-from bridge.cli.settings import serve_config
-from bridge.cli.tool_modules import imported_tools
 from bridge.core.oneline import one_line
-from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
 
 logger = logging.getLogger("agui_bridge")
@@ -226,10 +224,8 @@ def _worker(
     signal.signal(signal.SIGTERM, _exit)
     scratch = None if scratch_folder is None else Scratch(scratch_folder)
     try:
-        config = serve_config(args)
         page = web_demo() if args.web_demo else None
-        app = create_app(config, tools=imported_tools(args.tools))
-        server = server_for(args, listener, app, [], page, started=ready.set)
+        server = server_for(args, listener, agent_apps(args), [], page, started=ready.set)
         server.worker = True
         threading.Thread(target=_stop_with, args=(parent,), daemon=True).start()
         server.run(sockets=[listener])

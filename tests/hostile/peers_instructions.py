@@ -10,17 +10,20 @@ from bridge.cli.demo import create_scripted_upstream
 
 
 class TappedUpstream:
-    """``create_scripted_upstream()`` whose POST bodies are appended, raw, to ``bodies``."""
+    """``create_scripted_upstream()`` whose POST bodies are appended, raw, to ``bodies``, and
+    the address and port each came from to ``peers`` (one per connection)."""
 
     def __init__(self) -> None:
         self.inner: ASGIApp = create_scripted_upstream()
         self.bodies: list[bytes] = []
+        self.peers: list[tuple[str, int]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.inner(scope, receive, send)
             return
         chunks: list[bytes] = []
+        self.peers.append(tuple(scope["client"]))
 
         async def tapped() -> Message:
             message = await receive()
