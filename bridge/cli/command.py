@@ -63,7 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
     listener = listen(args.host, args.port)
     note = "-> " + ", ".join(dict.fromkeys(shown_url(c.upstream_url) for c in configs.values()))
     if workers > 1:
-        return run_workers(args, listener, workers, note)
+        return run_workers(args, listener, workers, list(configs), note)
     page = web_demo() if args.web_demo else None
     return serve_app(args, listener, agent_apps(args), [], note, page)
 

@@ -91,12 +91,19 @@ def serve_app(
 ) -> int:
     """Serve each of ``apps`` at its path (and ``extra`` routes, the page at ``/``) on
     ``listener``, printing the line that says where once the bridge has started."""
-    base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
-    where = ", ".join(f"{base}{path}" for path, _ in apps)
-    agents = "agent" if len(apps) == 1 else "agents"
-    opened = f"agui-bridge: open {base}/  ({agents} at POST {where}) {note}"
+    opened = opened_line(args, listener, [path for path, _ in apps], note)
     server_for(args, listener, apps, extra, page, opened=opened).run(sockets=[listener])
     return 0
+
+
+def opened_line(
+    args: argparse.Namespace, listener: socket.socket, paths: Sequence[str], note: str
+) -> str:
+    """The line that says where the bridge serves, once it does."""
+    base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
+    where = ", ".join(f"{base}{path}" for path in paths)
+    agents = "agent" if len(paths) == 1 else "agents"
+    return f"agui-bridge: open {base}/  ({agents} at POST {where}) {note}"
 
 
 def server_for(

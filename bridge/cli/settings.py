@@ -6,13 +6,14 @@ import argparse
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bridge.cli.layers import layered
 from bridge.cli.options import mcp_servers, otel_requested
+from bridge.cli.tool_modules import imported_tools
 from bridge.config import MAX_INSTRUCTIONS_BYTES, BridgeConfig, importable, seconds_problem
 from bridge.core.translate import TranslateOptions
 
@@ -135,9 +136,20 @@ def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
     """The ``BridgeConfig`` ``agui-bridge serve`` would build with the flags the environment
     sets (``AGUI_BRIDGE_MODEL``, ``AGUI_BRIDGE_METRICS``…, and the file ``AGUI_BRIDGE_CONFIG``
     names; README "Deploy"); ``ValueError`` names what is missing or wrong."""
+    return served_from_env(environ)[0]
+
+
+def served_from_env(environ: Mapping[str, str]) -> tuple[BridgeConfig, list[Callable[..., Any]]]:
+    """``config_from_env``'s configuration and the Python tools ``AGUI_BRIDGE_TOOLS`` (or the
+    file's ``tools``) names. One agent: a file with ``[agents.NAME]`` is refused."""
     settings = layered(argparse.Namespace(command="serve"), environ)
+    if settings.agents:
+        raise ValueError(
+            "bridge.app:from_env serves one agent: the file's [agents.*] tables need "
+            "agui-bridge serve --config"
+        )
     try:
-        return serve_config(settings.args, environ)
+        return serve_config(settings.args, environ), imported_tools(settings.args.tools)
     except ValueError as exc:
         raise ValueError(settings.explained(str(exc), unset="variable")) from None
 

@@ -30,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from multiprocessing.context import SpawnProcess
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -37,7 +38,7 @@ from types import FrameType
 
 from bridge.cli.agents import agent_apps
 from bridge.cli.scratch import Scratch
-from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
+from bridge.cli.serving import configure_logging, opened_line, server_for, web_demo
 from bridge.core.oneline import one_line
 from bridge.serve.tools.mcp_tools import McpStartError
 
@@ -72,18 +73,20 @@ def worker_count(value: str) -> int:
     return count
 
 
-def run_workers(args: argparse.Namespace, listener: socket.socket, count: int, note: str) -> int:
+def run_workers(
+    args: argparse.Namespace,
+    listener: socket.socket,
+    count: int,
+    paths: Sequence[str],
+    note: str,
+) -> int:
     """Serve with ``count`` workers until SIGTERM, SIGINT or SIGHUP; 0 once they all
     stopped."""
     scratch = _share(args)
     supervisor = _Supervisor(args, listener, count, scratch)
     try:
         supervisor.start()
-        base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
-        print(
-            f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note} [{count} workers]",
-            flush=True,
-        )
+        print(f"{opened_line(args, listener, paths, note)} [{count} workers]", flush=True)
         supervisor.watch()
     finally:
         supervisor.stop()

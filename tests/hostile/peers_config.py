@@ -66,6 +66,7 @@ def command(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedP
 class Running:
     url: str
     process: subprocess.Popen[str]
+    opened: str = ""
     stderr: list[str] = field(default_factory=list)
 
 
@@ -85,7 +86,7 @@ def serving(*args: str, cwd: Path, env: dict[str, str]) -> Iterator[Running]:
         opened = process.stdout.readline()
         found = re.search(r"open (http://[\d.]+:\d+)/ ", opened)
         assert found, (opened, running.stderr)
-        running.url = found.group(1)
+        running.url, running.opened = found.group(1), opened
         yield running
     finally:
         if process.poll() is None:

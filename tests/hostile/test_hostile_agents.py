@@ -92,6 +92,25 @@ def test_agents_with_one_upstream_share_its_connections(tmp_path: Path) -> None:
     assert support_upstream.bodies == []
 
 
+def test_serve_workers_serve_the_agents(tmp_path: Path) -> None:
+    """Promise: with ``--workers 2`` the worker processes serve the file's agents as one
+    process does, and the line that says where names each agent's path."""
+    sales_upstream, support_upstream = TappedUpstream(), TappedUpstream()
+    with serve(sales_upstream) as first, serve(support_upstream) as second:
+        path = _file(tmp_path, first, second)
+        args = ("--config", str(path), "--workers", "2")
+        with serving(*args, cwd=tmp_path, env=environment()) as bridge:
+            for _ in range(4):
+                for agent in ("sales", "support"):
+                    frames = post(f"{bridge.url}/{agent}", run_input())
+                    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert f"{bridge.url}/sales, {bridge.url}/support, {bridge.url}/billing" in bridge.opened
+    sold = [json.loads(body)["messages"][0]["content"] for body in sales_upstream.bodies]
+    helped = [json.loads(body)["messages"][0]["content"] for body in support_upstream.bodies]
+    assert sold == ["You are the sales agent."] * 4
+    assert helped == ["You are the support agent."] * 4
+
+
 @pytest.mark.parametrize(
     ("table", "says"),
     [

@@ -316,3 +316,26 @@ def test_serve_print_config_prints_and_exits_without_serving(tmp_path: Path) -> 
     assert done.returncode == 0
     assert 'model = "m"  # --model' in done.stdout
     assert "open http" not in done.stdout
+
+
+def test_from_env_reads_the_file_its_variable_names_tools_and_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Promise: ``bridge.app:from_env`` (under uvicorn, gunicorn, granian) reads the file
+    ``AGUI_BRIDGE_CONFIG`` names as ``serve`` does, its ``tools`` among it; a file of several
+    agents, which it cannot serve, is refused rather than half served."""
+    from bridge.cli.settings import served_from_env
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "env_tools.py").write_text(TOOLS_MODULE)
+    path = tmp_path / "bridge.toml"
+    path.write_text(
+        'upstream-url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        'instructions = "Be brief."\ntools = ["env_tools"]\n'
+    )
+    config, tools = served_from_env({"AGUI_BRIDGE_CONFIG": str(path)})
+    assert config.instructions == "Be brief." and config.model == "m"
+    assert [tool.__name__ for tool in tools] == ["get_weather", "delete_file"]
+    path.write_text(path.read_text() + "[agents.a]\n")
+    with pytest.raises(ValueError, match=r"serves one agent"):
+        served_from_env({"AGUI_BRIDGE_CONFIG": str(path)})
