@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.cli.layers import layered
 from bridge.cli.options import mcp_servers, otel_requested
+from bridge.cli.tomlfile import bounded_text
 from bridge.cli.tool_modules import imported_tools
 from bridge.config import MAX_INSTRUCTIONS_BYTES, BridgeConfig, importable, seconds_problem
 from bridge.core.translate import TranslateOptions
@@ -159,12 +160,8 @@ def instructions(value: str | None) -> str | None:
     it is read."""
     if value is None or not value.startswith("@"):
         return value
-    path = Path(value[1:]).expanduser()
     try:
-        with path.open("rb") as file:
-            if os.fstat(file.fileno()).st_size > MAX_INSTRUCTIONS_BYTES:
-                raise ValueError(f"over {MAX_INSTRUCTIONS_BYTES} bytes")
-            return file.read(MAX_INSTRUCTIONS_BYTES + 1).decode("utf-8")
+        return bounded_text(Path(value[1:]).expanduser(), MAX_INSTRUCTIONS_BYTES)
     except (OSError, ValueError) as exc:
         raise ValueError(f"--instructions {value}: {exc}") from None
 

@@ -49,16 +49,23 @@ def read_toml(path: str | os.PathLike[str]) -> TomlFile:
     (``tomllib``'s own message names the line and column)."""
     where = Path(path)
     try:
-        with where.open("rb") as file:
-            if os.fstat(file.fileno()).st_size > MAX_CONFIG_BYTES:
-                raise ValueError(f"over {MAX_CONFIG_BYTES} bytes")
-            text = file.read(MAX_CONFIG_BYTES + 1).decode("utf-8")
-        if len(text) > MAX_CONFIG_BYTES:
-            raise ValueError(f"over {MAX_CONFIG_BYTES} bytes")
+        text = bounded_text(where, MAX_CONFIG_BYTES)
         data = tomllib.loads(text)
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ValueError(f"{where}: {exc}") from None
     return TomlFile(where, text, data)
+
+
+def bounded_text(path: Path, limit: int) -> str:
+    """A UTF-8 file's text, its size checked before it is read (and its read bounded, should
+    it grow meanwhile): ``ValueError`` past ``limit`` bytes, ``OSError`` as reading raises."""
+    with path.open("rb") as file:
+        if os.fstat(file.fileno()).st_size > limit:
+            raise ValueError(f"over {limit} bytes")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"over {limit} bytes")
+    return data.decode("utf-8")
 
 
 def line_of(text: str, keys: tuple[str, ...]) -> int | None:
