@@ -77,6 +77,10 @@ def _layered(command: str, argv: Sequence[str] | None) -> int:
             return _print_config(settings)
         return _serve(settings.args)
     except ValueError as exc:
+        # An agent's setting is named where its table (or what it shares) set it.
+        agent, said, rest = str(exc).partition(": ")
+        if said and agent.startswith("agent ") and agent[6:] in settings.agents:
+            raise ValueError(f"{agent}: {settings.agents[agent[6:]].explained(rest)}") from None
         raise ValueError(settings.explained(str(exc))) from None
 
 

@@ -119,6 +119,10 @@ def test_serve_workers_serve_the_agents(tmp_path: Path) -> None:
         ("[agents.'a b']\nmodel = 'm'\n", ":1: an agent's name is 1-64 letters"),
         ("agents = 3\n", ":1: agents wants tables: [agents.NAME]"),
         ("[agents.x]\nmodel = 'm'\n", "agent x: give --upstream-url"),
+        (
+            "upstream-url = 'http://h/v1'\n[agents.x]\nmodel = 'm'\nidle-timeout = 0\n",
+            "agent x: idle_timeout (idle-timeout at ",
+        ),
     ],
 )
 def test_a_wrong_agent_table_stops_the_start_naming_it(

@@ -8,15 +8,20 @@ as the bridge sent it."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from bridge.config import MAX_INSTRUCTIONS_BYTES
 from bridge.serve.http.app import create_app
+from peers_config import environment
 from peers_instructions import TappedUpstream
 from servers import post, run_input, scripted_config, serve
 
@@ -110,3 +115,21 @@ def test_client_system_refuse_turns_away_a_clients_system_message(role: str) -> 
         assert post(stack.url, run_input())[-1]["type"] == "RUN_FINISHED"
         (raw,) = stack.upstream.bodies
     assert json.loads(raw)["messages"][0] == {"role": "system", "content": INSTRUCTIONS}
+
+
+def test_an_instructions_file_over_its_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Promise: a limit comes before the work it bounds: ``--instructions @FILE`` of a sparse
+    64 GiB file (reading it would take the machine's memory) is refused by its size, one line,
+    before anything listens."""
+    huge = tmp_path / "prompt.md"
+    with huge.open("wb") as file:
+        file.truncate(64 * 1024**3)
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "serve", "--upstream-url", "http://127.0.0.1:9/v1",
+         "--model", "m", "--port", "0", "--instructions", f"@{huge}"],
+        capture_output=True, text=True, timeout=60, check=False, env=environment(),
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        f"agui-bridge: --instructions @{huge}: over {MAX_INSTRUCTIONS_BYTES} bytes"
+    )
