@@ -30,6 +30,7 @@ from bridge.cli.serving import (
 )
 from bridge.cli.settings import config_from_args
 from bridge.cli.threads import check_threads
+from bridge.cli.tool_modules import imported_tools
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
 from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url, url_secrets
@@ -112,7 +113,7 @@ def _demo(args: argparse.Namespace) -> int:
     check_threads(config, args.host)
     scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
     # The demo's server tool (get_time) runs here, beside the page's frontend tools.
-    agent = create_app(config, tools=DEMO_TOOLS)
+    agent = create_app(config, tools=[*DEMO_TOOLS, *imported_tools(args.tools)])
     apps = [(AGENT_PATH, agent)]
     return serve_app(args, listener, apps, [scripted], "(the scripted model)", web_demo())
 
