@@ -33,12 +33,12 @@ def from_env() -> Starlette:
     logger. A variable that is missing or wrong is one line on stderr, naming it, and the
     process exits with ``STARTUP_FAILURE`` (no traceback: the server's own would bury it)."""
     from bridge.cli.serving import log_to_stderr
-    from bridge.cli.settings import config_from_env
+    from bridge.cli.settings import served_from_env
 
     try:
-        config = config_from_env(os.environ)
+        config, tools = served_from_env(os.environ)
         log_to_stderr(config.log_format)
-        return create_app(config)  # which checks the OTEL_* variables, with tracing on
+        return create_app(config, tools=tools)  # which checks the OTEL_* variables, with tracing on
     except ValueError as exc:
         print(f"agui-bridge: {one_line(str(exc))}", file=sys.stderr, flush=True)
         raise SystemExit(STARTUP_FAILURE) from None

@@ -49,6 +49,10 @@ UpstreamApi = Literal["chat", "responses"]
 AguiProtocolSetting = Literal["auto", "1.0", "0.0"]
 UpstreamTransport = Literal["aiohttp", "httpx"]
 LogFormat = Literal["text", "json"]
+ClientSystemPolicy = Literal["follow", "refuse"]
+
+#: The longest operator's instructions (their UTF-8 bytes): a system prompt, not a document.
+MAX_INSTRUCTIONS_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +65,18 @@ class BridgeConfig:
 
     model: str
     """The model asked for when the client names none."""
+
+    instructions: str | None = None
+    """The operator's system message: the first message of every request upstream (a
+    ``system`` input item for the Responses API), the same bytes in every run, so the model
+    server's prompt cache keeps the prefix. No client can remove or edit it: it is not in the
+    client's messages, and the client's own system and developer messages follow it (or are
+    refused: ``client_system``). At most ``MAX_INSTRUCTIONS_BYTES``."""
+
+    client_system: ClientSystemPolicy = "follow"
+    """The client's own system and developer messages: ``follow`` sends them after
+    ``instructions``, where they are; ``refuse`` answers a run that carries one with HTTP 400
+    ``client_system_refused`` (only the operator speaks as the system)."""
 
     models: tuple[str, ...] = ()
     """Further models a client may choose with ``forwardedProps.model``; ``*`` admits every
@@ -295,6 +311,15 @@ class BridgeConfig:
         object.__setattr__(self, "upstream_url", self.upstream_url.rstrip("/"))
         if not self.model:
             raise ValueError("model must be named")
+        if self.instructions is not None:
+            if not self.instructions.strip():
+                raise ValueError("instructions (--instructions) are empty")
+            if len(self.instructions.encode("utf-8", "surrogatepass")) > MAX_INSTRUCTIONS_BYTES:
+                raise ValueError(
+                    f"instructions (--instructions) are over {MAX_INSTRUCTIONS_BYTES} bytes"
+                )
+        if self.client_system not in ("follow", "refuse"):
+            raise ValueError(f"client_system must be follow or refuse, not {self.client_system!r}")
         for name, (flag, zero) in _DURATIONS.items():
             problem = seconds_problem(getattr(self, name), zero=zero)
             if problem is not None:

@@ -19,7 +19,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
-from bridge.cli.settings import argv_from_env, config_from_env
+from bridge.cli.layers import argv_from_env
+from bridge.cli.settings import config_from_env
 from servers import free_port, post, run_input, serve
 
 BIN = Path(sys.executable).parent
@@ -37,8 +38,8 @@ def test_every_serve_flag_has_its_variable() -> None:
         "AGUI_BRIDGE_CORS_ORIGIN": '["https://a.example", "https://b.example"]',
         "AGUI_BRIDGE_LOG_FORMAT": "json",
     }
+    # OPENAI_BASE_URL is not the bridge's variable: it stands in for the default, below a file.
     assert argv_from_env(environ) == [
-        "--upstream-url=http://127.0.0.1:8080/v1",
         "--model=qwen3",
         "--models=a,b",
         "--max-tool-rounds=3",

@@ -12,9 +12,12 @@ from collections.abc import Callable, Sequence
 import uvicorn
 from starlette.routing import Mount
 
+from bridge.cli.agents import AGENT_PATH, agent_apps, agent_configs
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.cli.demo.tools import DEMO_TOOLS
 from bridge.cli.doctor import diagnose, redacted_output
+from bridge.cli.effective import printed
+from bridge.cli.layers import Settings, env_name, layered
 from bridge.cli.parser import build_parser, parse
 from bridge.cli.replay import load_recording, replay_summary, serve_replay
 from bridge.cli.serving import (
@@ -25,8 +28,9 @@ from bridge.cli.serving import (
     serve_app,
     web_demo,
 )
-from bridge.cli.settings import config_from_args, serve_config
+from bridge.cli.settings import config_from_args
 from bridge.cli.threads import check_threads
+from bridge.cli.tool_modules import imported_tools
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
 from bridge.core.oneline import one_line
 from bridge.core.upstream_url import shown_url, url_secrets
@@ -40,6 +44,8 @@ _SCRIPTED_OPEN_TAG_MODEL = "scripted-think-no-open"
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     try:
+        if args.command in ("serve", "config"):
+            return _layered(args.command, argv)
         return int(_COMMANDS[args.command](args))
     # A bad flag value (BridgeConfig validates them), an address or an MCP server not to be had:
     # one line (an MCP server's failure is in its own words).
@@ -51,18 +57,44 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     configure_logging(args)
     workers = worker_count(args.workers)
-    config = serve_config(args)  # checked here, before anything starts, in every case
-    check_threads(config, args.host, workers)
+    # Checked here, before anything starts, in every case: each agent's settings and tools.
+    configs = agent_configs(args)
+    for config in configs.values():
+        check_threads(config, args.host, workers)
     listener = listen(args.host, args.port)
-    note = f"-> {shown_url(config.upstream_url)}"
+    note = "-> " + ", ".join(dict.fromkeys(shown_url(c.upstream_url) for c in configs.values()))
     if workers > 1:
-        return run_workers(args, listener, workers, note)
+        return run_workers(args, listener, workers, list(configs), note)
     page = web_demo() if args.web_demo else None
-    return serve_app(args, listener, create_app(config), [], note, page)
+    return serve_app(args, listener, agent_apps(args), [], note, page)
+
+
+def _layered(command: str, argv: Sequence[str] | None) -> int:
+    """``serve`` and ``config``: the flags given (parsed again alone: they win over the
+    variables and the file) over the rest; a wrong setting named where it was set."""
+    settings = layered(parse(build_parser(given_only=True), argv), os.environ)
+    try:
+        if command == "config" or settings.args.print_config:
+            return _print_config(settings)
+        return _serve(settings.args)
+    except ValueError as exc:
+        # An agent's setting is named where its table (or what it shares) set it.
+        agent, said, rest = str(exc).partition(": ")
+        if said and agent.startswith("agent ") and agent[6:] in settings.agents:
+            raise ValueError(f"{agent}: {settings.agents[agent[6:]].explained(rest)}") from None
+        raise ValueError(settings.explained(str(exc))) from None
+
+
+def _print_config(settings: Settings) -> int:
+    """The effective settings on stdout; then, if ``serve`` would refuse them, why (exit 2)."""
+    print(printed(settings, os.environ), flush=True)
+    agent_configs(settings.args)
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
     configure_logging(args)
+    args.auth_token = args.auth_token or os.environ.get(env_name("--auth-token"))
     listener = listen(args.host, args.port)
     port = listener.getsockname()[1]
     if _SCRIPTED_OPEN_TAG_MODEL not in args.starts_in_reasoning_model:
@@ -81,8 +113,9 @@ def _demo(args: argparse.Namespace) -> int:
     check_threads(config, args.host)
     scripted = Mount("/scripted", app=create_scripted_upstream(pace=args.pace))
     # The demo's server tool (get_time) runs here, beside the page's frontend tools.
-    agent = create_app(config, tools=DEMO_TOOLS)
-    return serve_app(args, listener, agent, [scripted], "(the scripted model)", web_demo())
+    agent = create_app(config, tools=[*DEMO_TOOLS, *imported_tools(args.tools)])
+    apps = [(AGENT_PATH, agent)]
+    return serve_app(args, listener, apps, [scripted], "(the scripted model)", web_demo())
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bridge.config import MAX_INSTRUCTIONS_BYTES
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS
 from bridge.core.text_tools.filter import FORMAT_ALIASES, TEXT_TOOL_FORMATS
 
@@ -15,6 +15,21 @@ from bridge.core.text_tools.filter import FORMAT_ALIASES, TEXT_TOOL_FORMATS
 def add_translate_options(parser: argparse.ArgumentParser) -> None:
     """The flags of ``serve`` and ``demo`` that set how the model's output is read, what goes back
     upstream, and how the upstream is talked to."""
+    agent = parser.add_argument_group("the agent")
+    agent.add_argument(
+        "--instructions",
+        metavar="TEXT|@FILE",
+        help="the operator's system message, first in every request upstream and the same "
+        "bytes in every run (the server's prompt cache keeps it); @FILE reads it from a file "
+        f"(UTF-8, at most {MAX_INSTRUCTIONS_BYTES // 1024} KiB)",
+    )
+    agent.add_argument(
+        "--client-system",
+        choices=["follow", "refuse"],
+        default="follow",
+        help="the client's own system and developer messages: follow the instructions "
+        "(default) or refuse the run (HTTP 400 client_system_refused)",
+    )
     group = parser.add_argument_group("reading the model's output and sending history")
     group.add_argument(
         "--reasoning-tags",
@@ -163,6 +178,15 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "repeatable; needs pip install 'agui-bridge[mcp]'",
     )
     tools.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="PACKAGE.MODULE",
+        help="a Python module whose functions named in its __all__ the bridge runs as server "
+        "tools (@requires_approval kept); imported from the current directory or the "
+        "Python path; repeatable",
+    )
+    tools.add_argument(
         "--mcp-optional",
         action="append",
         default=[],
@@ -244,7 +268,6 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
     )
     limits.add_argument(
         "--auth-token",
-        default=os.environ.get("AGUI_BRIDGE_AUTH_TOKEN"),
         help="require Authorization: Bearer TOKEN on every request "
         "(default: $AGUI_BRIDGE_AUTH_TOKEN; prefer the variable, a flag shows in `ps`)",
     )

@@ -39,7 +39,8 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, given_only: bool = False) -> argparse.ArgumentParser:
+    """``given_only``: ``serve`` and ``config`` set only the flags given (``given_parser``)."""
     parser = Parser(
         prog="agui-bridge",
         description="Serve an OpenAI-compatible model server as an AG-UI agent (POST /agent).",
@@ -54,6 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_serve_flags(serve)
     serve.set_defaults(command="serve")
+    if given_only:
+        given_parser(serve)
+
+    shown = commands.add_parser(
+        "config",
+        help="print serve's effective settings and where each came from",
+        description="Print the settings `agui-bridge serve` would run with these flags, the "
+        "AGUI_BRIDGE_* variables and the --config file, secrets masked, each with where it "
+        "came from (a flag, a variable, FILE:LINE, the default); exit status 2 when serve "
+        "would refuse them.",
+    )
+    add_serve_flags(shown)
+    shown.set_defaults(command="config")
+    if given_only:
+        given_parser(shown)
 
     doctor = commands.add_parser(
         "doctor",
@@ -129,6 +145,16 @@ def _add_listen(parser: argparse.ArgumentParser, *, port: int) -> None:
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
+def given_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` (``serve``'s flags) made to set only the flags it is given: no defaults, none
+    required, so that ``bridge.cli.layers`` tells a flag given from one not."""
+    for action in parser._actions:
+        if action.option_strings and action.dest != "help":
+            action.default = argparse.SUPPRESS
+            action.required = False
+    return parser
+
+
 def serve_parser() -> argparse.ArgumentParser:
     """``serve``'s flags alone (``bridge.cli.settings.config_from_env`` reads them from the
     environment)."""
@@ -138,13 +164,27 @@ def serve_parser() -> argparse.ArgumentParser:
 
 
 def add_serve_flags(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s flags (and ``config``'s): each is also a variable and a key of the file
+    (``bridge.cli.layers``); a flag's default is the default, never read from the
+    environment here."""
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        help='a TOML file of settings, a key for each flag (README "The configuration '
+        'file"); flags and AGUI_BRIDGE_* variables win over it',
+    )
+    serve.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective settings, secrets masked, each with where it came from, "
+        "and exit (as `agui-bridge config`)",
+    )
     serve.add_argument(
         "--upstream-url",
-        default=os.environ.get("OPENAI_BASE_URL"),
         help="base URL of the OpenAI-compatible API, including /v1 "
         "(default: $OPENAI_BASE_URL), e.g. http://127.0.0.1:8080/v1",
     )
-    serve.add_argument("--model", required=True, help="model to ask for when the client names none")
+    serve.add_argument("--model", help="model to ask for when the client names none (required)")
     serve.add_argument(
         "--models",
         default="",
@@ -173,7 +213,7 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
     add_thread_options(serve)
     serve.add_argument(
         "--workers",
-        default=os.environ.get("AGUI_BRIDGE_WORKERS", "1"),
+        default="1",
         metavar="N",
         help="processes serving the one port, each with this configuration (default 1; "
         "'auto': one per core); a worker that dies is replaced, SIGTERM drains them all",

@@ -12,7 +12,8 @@ import logging.config
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -24,6 +25,7 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Lifespan
 
 import bridge
 from bridge.serve.http.app import mount
@@ -82,37 +84,47 @@ def web_demo() -> Mount | None:
 def serve_app(
     args: argparse.Namespace,
     listener: socket.socket,
-    app: Starlette,
+    apps: Sequence[tuple[str, Starlette]],
     extra: list[BaseRoute],
     note: str,
     page: Mount | None,
 ) -> int:
-    """Serve ``app`` at ``/agent`` (and ``extra`` routes, the page at ``/``) on ``listener``,
-    printing the line that says where once the bridge has started."""
-    base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
-    opened = f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note}"
-    server_for(args, listener, app, extra, page, opened=opened).run(sockets=[listener])
+    """Serve each of ``apps`` at its path (and ``extra`` routes, the page at ``/``) on
+    ``listener``, printing the line that says where once the bridge has started."""
+    opened = opened_line(args, listener, [path for path, _ in apps], note)
+    server_for(args, listener, apps, extra, page, opened=opened).run(sockets=[listener])
     return 0
+
+
+def opened_line(
+    args: argparse.Namespace, listener: socket.socket, paths: Sequence[str], note: str
+) -> str:
+    """The line that says where the bridge serves, once it does."""
+    base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
+    where = ", ".join(f"{base}{path}" for path in paths)
+    agents = "agent" if len(paths) == 1 else "agents"
+    return f"agui-bridge: open {base}/  ({agents} at POST {where}) {note}"
 
 
 def server_for(
     args: argparse.Namespace,
     listener: socket.socket,
-    app: Starlette,
+    apps: Sequence[tuple[str, Starlette]],
     extra: list[BaseRoute],
     page: Mount | None,
     *,
     opened: str | None = None,
     started: Callable[[], None] | None = None,
 ) -> GracefulServer:
-    """The server of one process: the agent at ``/agent`` (``/metrics`` at the root too, with
+    """The server of one process: each agent at its path (``/metrics`` at the root too, with
     ``--metrics``), ``extra``, the page or a plain index at ``/``."""
     home: BaseRoute = page if page is not None else Route("/", _index)
-    agent: Bridge = app.state.bridge
-    if agent.config.metrics:  # where scrapers look first, as well as /agent/metrics
-        extra = [Route("/metrics", partial(scrape, agent), methods=["GET"]), *extra]
-    routes: list[BaseRoute] = [*mount("/agent", app), *extra, home]
-    parent = Starlette(routes=routes, lifespan=app.router.lifespan_context)
+    bridges: list[Bridge] = [app.state.bridge for _, app in apps]
+    metered = [agent for agent in bridges if agent.config.metrics]
+    if metered:  # where scrapers look first, as well as /agent/metrics
+        extra = [Route("/metrics", partial(scrape, metered[0]), methods=["GET"]), *extra]
+    routes: list[BaseRoute] = [route for path, app in apps for route in mount(path, app)]
+    parent = Starlette(routes=[*routes, *extra, home], lifespan=_lifespans(apps))
     config = uvicorn.Config(
         parent,
         host=args.host,
@@ -121,7 +133,20 @@ def server_for(
         log_config=None,  # set by configure_logging before the app was made
         timeout_graceful_shutdown=int(args.shutdown_grace) + 5,
     )
-    return GracefulServer(config, agent, args.shutdown_grace, opened=opened, started=started)
+    return GracefulServer(config, bridges, args.shutdown_grace, opened=opened, started=started)
+
+
+def _lifespans(apps: Sequence[tuple[str, Starlette]]) -> Lifespan[Starlette]:
+    """Every app's lifespan, entered in order and left in reverse."""
+
+    @asynccontextmanager
+    async def lifespan(parent: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for _, app in apps:
+                await stack.enter_async_context(app.router.lifespan_context(app))
+            yield
+
+    return lifespan
 
 
 def configure_logging(args: argparse.Namespace) -> None:
@@ -173,7 +198,7 @@ class GracefulServer(uvicorn.Server):
     def __init__(
         self,
         config: uvicorn.Config,
-        bridge: Bridge,
+        bridges: Sequence[Bridge],
         grace: float,
         *,
         opened: str | None = None,
@@ -182,7 +207,7 @@ class GracefulServer(uvicorn.Server):
         """``opened``: the line printed once the bridge has started (none for a worker, whose
         parent prints it); ``started``: called then."""
         super().__init__(config)
-        self._bridge = bridge
+        self._bridges = bridges
         self._grace = grace
         self._opened = opened
         self._started = started
@@ -191,9 +216,11 @@ class GracefulServer(uvicorn.Server):
         # In uvicorn's event loop, where the MCP connections' tasks live on; the lifespan's
         # start() then finds them started.
         try:
-            await self._bridge.start()
+            for agent in self._bridges:
+                await agent.start()
         except BaseException:
-            await self._bridge.aclose()  # what did start (the thread pool, say)
+            for agent in self._bridges:
+                await agent.aclose()  # what did start (the thread pool, say)
             raise
         if self._opened is not None:
             print(self._opened, flush=True)
@@ -208,7 +235,8 @@ class GracefulServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.worker and sig == signal.SIGINT:
             return
-        self._bridge.begin_shutdown(self._grace)
+        for agent in self._bridges:
+            agent.begin_shutdown(self._grace)
         super().handle_exit(sig, frame)
 
 

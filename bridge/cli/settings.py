@@ -6,15 +6,16 @@ import argparse
 import json
 import logging
 import os
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from bridge.cli.layers import layered
 from bridge.cli.options import mcp_servers, otel_requested
-from bridge.cli.parser import Parser, add_serve_flags, parse, serve_parser
-from bridge.config import BridgeConfig, importable, seconds_problem
+from bridge.cli.tomlfile import bounded_text
+from bridge.cli.tool_modules import imported_tools
+from bridge.config import MAX_INSTRUCTIONS_BYTES, BridgeConfig, importable, seconds_problem
 from bridge.core.translate import TranslateOptions
 
 
@@ -38,6 +39,8 @@ def config_from_args(
         model=model,
         models=tuple(models),
         api_key=api_key,
+        instructions=instructions(args.instructions),
+        client_system=args.client_system,
         connect_timeout=args.connect_timeout,
         idle_timeout=args.idle_timeout,
         translate=translate,
@@ -114,6 +117,8 @@ def serve_config(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     flags); ``environ`` holds the variables the flags name (the key's, the secret's)."""
     if not args.upstream_url:
         raise ValueError("give --upstream-url or set OPENAI_BASE_URL")
+    if not args.model:
+        raise ValueError("give --model")
     # Not BridgeConfig's (the server's, not the app's), so checked here as it checks its own.
     grace = seconds_problem(args.shutdown_grace, zero=True)
     if grace is not None:
@@ -128,79 +133,37 @@ def serve_config(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     )
 
 
-#: ``serve``'s flags in the environment: ``--flag-name`` is ``AGUI_BRIDGE_FLAG_NAME``.
-ENV_PREFIX = "AGUI_BRIDGE_"
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"", "0", "false", "no", "off"})
-
-
-def env_name(flag: str) -> str:
-    """The variable that stands for a flag of ``serve`` (``--max-tool-rounds`` →
-    ``AGUI_BRIDGE_MAX_TOOL_ROUNDS``)."""
-    return ENV_PREFIX + flag.removeprefix("--").replace("-", "_").upper()
-
-
-def argv_from_env(environ: Mapping[str, str]) -> list[str]:
-    """``serve``'s flags as the environment sets them: a switch is on with ``1``, ``true``,
-    ``yes`` or ``on``; a repeatable flag takes a JSON array, or a comma-separated list."""
-    argv: list[str] = []
-    if "OPENAI_BASE_URL" in environ and env_name("--upstream-url") not in environ:
-        argv.append(f"--upstream-url={environ['OPENAI_BASE_URL']}")  # as serve's default
-    for action in serve_parser()._actions:  # argparse lists its flags nowhere public
-        flags = [flag for flag in action.option_strings if flag.startswith("--")]
-        if not flags or flags[0] in ("--help", "--version"):
-            continue
-        name = env_name(flags[0])
-        value = environ.get(name)
-        if value is None:
-            continue
-        if isinstance(action, argparse._StoreTrueAction):
-            if value.strip().lower() in _TRUE:
-                argv.append(flags[0])
-            elif value.strip().lower() not in _FALSE:
-                raise ValueError(f"{name}={value!r}: say 1 or 0 (true/false, yes/no, on/off)")
-        elif isinstance(action, argparse._AppendAction):
-            argv.extend(f"{flags[0]}={item}" for item in _list(name, value))
-        else:
-            argv.append(f"{flags[0]}={value}")
-    return argv
-
-
-def _list(name: str, value: str) -> list[str]:
-    if value.lstrip().startswith("["):
-        try:
-            items = json.loads(value)
-        except ValueError as exc:
-            raise ValueError(f"{name} is not a JSON array of strings: {exc}") from None
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise ValueError(f"{name} is not a JSON array of strings")
-        return items
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def _variables_named(message: str) -> str:
-    """A message about flags, about the variables that stand for them."""
-    return re.sub(r"--[a-z][a-z-]*", lambda m: env_name(m.group()), message)
-
-
-class _EnvironmentParser(Parser):
-    """``serve``'s parser whose errors name the variables, not the flags."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ValueError(_variables_named(message))
-
-
 def config_from_env(environ: Mapping[str, str]) -> BridgeConfig:
     """The ``BridgeConfig`` ``agui-bridge serve`` would build with the flags the environment
-    sets (``AGUI_BRIDGE_MODEL``, ``AGUI_BRIDGE_METRICS``…; README "Deploy"); ``ValueError``
-    names what is missing or wrong."""
-    parser = _EnvironmentParser(prog="agui-bridge", add_help=False)
-    add_serve_flags(parser)
-    args = parse(parser, argv_from_env(environ))
+    sets (``AGUI_BRIDGE_MODEL``, ``AGUI_BRIDGE_METRICS``…, and the file ``AGUI_BRIDGE_CONFIG``
+    names; README "Deploy"); ``ValueError`` names what is missing or wrong."""
+    return served_from_env(environ)[0]
+
+
+def served_from_env(environ: Mapping[str, str]) -> tuple[BridgeConfig, list[Callable[..., Any]]]:
+    """``config_from_env``'s configuration and the Python tools ``AGUI_BRIDGE_TOOLS`` (or the
+    file's ``tools``) names. One agent: a file with ``[agents.NAME]`` is refused."""
+    settings = layered(argparse.Namespace(command="serve"), environ)
+    if settings.agents:
+        raise ValueError(
+            "bridge.app:from_env serves one agent: the file's [agents.*] tables need "
+            "agui-bridge serve --config"
+        )
     try:
-        return serve_config(args, environ)
+        return serve_config(settings.args, environ), imported_tools(settings.args.tools)
     except ValueError as exc:
-        raise ValueError(_variables_named(str(exc))) from None
+        raise ValueError(settings.explained(str(exc), unset="variable")) from None
+
+
+def instructions(value: str | None) -> str | None:
+    """``--instructions TEXT|@FILE``: the text, or the file's (UTF-8), its size checked before
+    it is read."""
+    if value is None or not value.startswith("@"):
+        return value
+    try:
+        return bounded_text(Path(value[1:]).expanduser(), MAX_INSTRUCTIONS_BYTES)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--instructions {value}: {exc}") from None
 
 
 def _state_schema(path: str | None) -> dict[str, Any] | None:

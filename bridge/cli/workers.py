@@ -30,16 +30,16 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from multiprocessing.context import SpawnProcess
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from types import FrameType
 
+from bridge.cli.agents import agent_apps
 from bridge.cli.scratch import Scratch
-from bridge.cli.serving import configure_logging, display_host, server_for, web_demo
-from bridge.cli.settings import serve_config
+from bridge.cli.serving import configure_logging, opened_line, server_for, web_demo
 from bridge.core.oneline import one_line
-from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
 
 logger = logging.getLogger("agui_bridge")
@@ -73,18 +73,20 @@ def worker_count(value: str) -> int:
     return count
 
 
-def run_workers(args: argparse.Namespace, listener: socket.socket, count: int, note: str) -> int:
+def run_workers(
+    args: argparse.Namespace,
+    listener: socket.socket,
+    count: int,
+    paths: Sequence[str],
+    note: str,
+) -> int:
     """Serve with ``count`` workers until SIGTERM, SIGINT or SIGHUP; 0 once they all
     stopped."""
     scratch = _share(args)
     supervisor = _Supervisor(args, listener, count, scratch)
     try:
         supervisor.start()
-        base = f"http://{display_host(args.host)}:{listener.getsockname()[1]}"
-        print(
-            f"agui-bridge: open {base}/  (agent at POST {base}/agent) {note} [{count} workers]",
-            flush=True,
-        )
+        print(f"{opened_line(args, listener, paths, note)} [{count} workers]", flush=True)
         supervisor.watch()
     finally:
         supervisor.stop()
@@ -225,9 +227,8 @@ def _worker(
     signal.signal(signal.SIGTERM, _exit)
     scratch = None if scratch_folder is None else Scratch(scratch_folder)
     try:
-        config = serve_config(args)
         page = web_demo() if args.web_demo else None
-        server = server_for(args, listener, create_app(config), [], page, started=ready.set)
+        server = server_for(args, listener, agent_apps(args), [], page, started=ready.set)
         server.worker = True
         threading.Thread(target=_stop_with, args=(parent,), daemon=True).start()
         server.run(sockets=[listener])

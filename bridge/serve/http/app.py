@@ -29,6 +29,7 @@ from bridge.serve.http.scrape import scrape
 from bridge.serve.http.stream import SERVER_SEND
 from bridge.serve.http.threads import cancel_run, forget_thread, list_threads, run_events
 from bridge.serve.threads.owner import OwnerOf
+from bridge.serve.upstream.pool import UpstreamPool
 
 
 def create_app(
@@ -37,12 +38,15 @@ def create_app(
     tools: Sequence[Callable[..., Any]] = (),
     transport: httpx.AsyncBaseTransport | None = None,
     owner: OwnerOf | None = None,
+    upstreams: UpstreamPool | None = None,
 ) -> Starlette:
     """The bridge as an ASGI app. ``tools``: Python functions (sync or async) the bridge runs
     itself when the model calls them (README "Server-side tools"). ``transport`` replaces the
     network (tests of one module). ``owner``: with ``--threads``, a function of the request
-    that names whose threads it reads (the app's user; README "Threads")."""
-    bridge = Bridge(config, tools=tools, transport=transport, owner=owner)
+    that names whose threads it reads (the app's user; README "Threads"). ``upstreams``: the
+    pool whose client this app shares with the others of the process that have the same
+    upstream (``serve``'s agents); by default its own."""
+    bridge = Bridge(config, tools=tools, transport=transport, owner=owner, upstreams=upstreams)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

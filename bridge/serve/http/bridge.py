@@ -37,6 +37,7 @@ from bridge.serve.tools.python_tools import python_tool
 from bridge.serve.tools.server_tools import ServerTools
 from bridge.serve.tools.state import update_state_tool
 from bridge.serve.upstream.client import UpstreamClient
+from bridge.serve.upstream.pool import UpstreamPool
 from bridge.serve.upstream.record import Recorder
 
 logger = logging.getLogger("agui_bridge")
@@ -52,9 +53,11 @@ class Bridge:
         tools: Sequence[Callable[..., Any]] = (),
         transport: httpx.AsyncBaseTransport | None = None,
         owner: OwnerOf | None = None,
+        upstreams: UpstreamPool | None = None,
     ) -> None:
         self.config = config
         self._transport = transport
+        self._pool = upstreams if transport is None else None
         self._upstream: UpstreamClient | None = None
         self.active_runs = 0
         self.shutting_down = False
@@ -162,8 +165,11 @@ class Bridge:
     def upstream(self) -> UpstreamClient:
         # Created on first use: a sub-app's lifespan does not run when it is mounted.
         if self._upstream is None:
-            wrap = self.recorder.wrap if self.recorder is not None else None
-            self._upstream = UpstreamClient(self.config, transport=self._transport, wrap=wrap)
+            if self._pool is not None and self.recorder is None:  # a recording's is its own
+                self._upstream = self._pool.client(self.config)
+            else:
+                wrap = self.recorder.wrap if self.recorder is not None else None
+                self._upstream = UpstreamClient(self.config, transport=self._transport, wrap=wrap)
         return self._upstream
 
     async def upstream_models(self) -> list[str]:
@@ -178,7 +184,10 @@ class Bridge:
         # Calls still queued for a thread are dropped; running ones cannot be stopped.
         self._tool_threads.shutdown(wait=False, cancel_futures=True)
         if self._upstream is not None:
-            await self._upstream.aclose()
+            if self._pool is not None and self.recorder is None:
+                await self._pool.release(self.config)
+            else:
+                await self._upstream.aclose()
             self._upstream = None
         if self.threads is not None:
             await self.threads.aclose()

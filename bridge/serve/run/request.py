@@ -173,10 +173,12 @@ def _messages(
     as the Responses API's."""
     if scope is None:
         scope = configured_scope(config)
+    if config.client_system == "refuse":
+        _refuse_client_system(run_input)
     # A run whose state the model may edit is shown it with the tool to edit it.
     shared = shares_state(run_input.state, config)
     try:
-        return to_openai_messages(
+        messages = to_openai_messages(
             run_input.messages,
             # Responses: reasoning goes back as encrypted items, never inside messages.
             reasoning="drop"
@@ -197,3 +199,19 @@ def _messages(
         )
     except ValueError as exc:
         raise InvalidRunInputError(str(exc)) from exc
+    if config.instructions is not None:
+        # First, and the same object every turn of every run: the prompt's prefix, which the
+        # model server caches, stays byte for byte the same whatever the client sends.
+        messages.insert(0, {"role": "system", "content": config.instructions})
+    return messages
+
+
+def _refuse_client_system(run_input: RunAgentInput) -> None:
+    """``client_system="refuse"``: a client's system or developer message is not run."""
+    for message in run_input.messages:
+        if message.role in ("system", "developer"):
+            raise InvalidRunInputError(
+                f"this agent takes no {message.role} message from its client: its "
+                "instructions are the operator's",
+                code="client_system_refused",
+            )
