@@ -130,3 +130,42 @@ def test_a_follower_on_another_process_is_told_when_the_store_goes(redis: RedisS
     assert last_id is None
     assert last["type"] == "RUN_ERROR" and last["code"] == "thread_store_unavailable"
     checked([frame for _, frame in frames])
+
+
+@pytest.mark.parametrize("kind", ["file", "redis"])
+def test_a_follower_of_a_run_whose_process_died_is_told_so(
+    kind: str, redis: RedisServer, tmp_path: Path
+) -> None:
+    """A run begun by a process that then died (begun in the store, never written again): a
+    client that comes back for it from another process waits --run-timeout (1 s here) for
+    anything new, then ends with RUN_ERROR ``run_lost``, not a stream with no terminal event."""
+    import anyio
+
+    from bridge.serve.threads.owner import Owners
+    from bridge.serve.threads.stores import thread_store
+
+    url = redis.url if kind == "redis" else tmp_path.as_uri()
+    with faulty_upstream() as upstream:
+        config = BridgeConfig(
+            upstream_url=upstream.url,
+            model=MEDIUM,
+            threads=url,
+            run_timeout=1.0,
+            keepalive_interval=0.2,
+        )
+        with bridge_for(config) as other:
+            # The owner every caller is without a token: what the dead process kept it under.
+            owner = Owners().of(httpx.Request("GET", other))  # type: ignore[arg-type]
+
+            async def begun() -> None:
+                kept = thread_store(url, ttl=600)
+                await kept.run_begin("run-of-the-dead", owner, "th-dead", "dead-process")
+                await kept.aclose()
+
+            anyio.run(begun)
+            answer = httpx.get(f"{other}/runs/run-of-the-dead/events", timeout=60)
+    assert answer.status_code == 200, answer.text
+    [(ident, last)] = sse(answer.text)
+    assert ident is None
+    assert (last["type"], last["code"]) == ("RUN_ERROR", "run_lost")
+    assert "--run-timeout" in last["message"]

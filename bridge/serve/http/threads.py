@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bridge.core.encode import encode_event
-from bridge.core.errors import InvalidRunInputError
+from bridge.core.errors import BridgeError, InvalidRunInputError
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter
 from bridge.serve.http.stream import SSE_HEADERS, EventStreamResponse, FrameSink
@@ -45,6 +45,14 @@ logger = logging.getLogger("agui_bridge")
 
 #: Frames numbered from here on, as a stream's source gives them: (first's number, frames).
 Frames = AsyncIterator[tuple[int, list[str]]]
+
+
+class RunLostError(BridgeError):
+    """The run of another process stopped being written before its end (that process died,
+    or the store let its events go): its follower is told so, instead of a stream with no
+    end."""
+
+    code = "run_lost"
 
 
 def keeper_of(bridge: Bridge, request: Request) -> tuple[ThreadKeeper, str]:
@@ -210,11 +218,16 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: st
                 return
         if not batches:
             info = await keeper.store.run_info(run_id)
-            if info is None or info.ended:
+            if info is not None and info.ended:
                 return
+            if info is None:
+                raise RunLostError(f"the events of the run {run_id!r} are no longer kept")
             if time.monotonic() - quiet_since > keeper.config.run_timeout:
                 logger.warning("run %s: nothing new of it in --run-timeout; let go", run_id)
-                return
+                raise RunLostError(
+                    f"nothing new of the run {run_id!r} in --run-timeout "
+                    f"({keeper.config.run_timeout:g} s): the process that ran it stopped"
+                )
 
 
 def id_prefix(run_id: str) -> str:
@@ -235,7 +248,8 @@ def follow_response(
     """The SSE response of a client following a run. ``after_first``: frames sent after the
     run's first (a hydrate's snapshot of the thread the run goes on in). A follower of another
     process's run whose store goes ends with RUN_ERROR ``thread_store_unavailable``, one whose
-    frames were let go (past ``--max-thread-bytes``) with ``run_not_kept``: without an id, not
+    frames were let go (past ``--max-thread-bytes``) with ``run_not_kept``, one whose run
+    stopped being written (its process died) with ``run_lost``: without an id, not
     being one of the run's frames, so a later ``Last-Event-ID`` resumes after the last that
     was."""
 
@@ -251,7 +265,7 @@ def follow_response(
                 else:
                     sink.add(with_ids(prefix, first, frames))
                 await sink.flush()
-        except (ThreadStoreError, RunGoneError) as exc:
+        except (ThreadStoreError, RunGoneError, RunLostError) as exc:
             lost = RunErrorEvent(message=exc.message, code=exc.code)
             sink.add(bridge.redactor.redact(encode_event(lost)))
 
