@@ -111,3 +111,30 @@ def test_a_reloaded_client_follows_the_answer_going_on_to_its_end(client: str) -
         return [(m["role"], m.get("content")) for m in messages]
 
     assert said(report["messages"]) == said(whole["messages"])
+
+
+def test_a_thread_a_1_0_client_made_with_a_tools_parts_hydrates_in_a_0_0_59_client() -> None:
+    """A 1.0 client may hold a tool's result as content parts; 0.0.59's schema takes a tool
+    message's content as a string only. Its hydrate gives that client the text of the parts,
+    which it accepts; a 1.0 client is given the parts as they were."""
+    parts = [{"type": "text", "text": "sunny"}, {"type": "text", "text": "22 C"}]
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    messages = [
+        user("What is the weather?"),
+        {"id": "a1", "role": "assistant", "toolCalls": [call]},
+        {"id": "t1", "role": "tool", "toolCallId": "c1", "content": parts},
+    ]
+    with scripted_stack(threads="memory") as stack:
+        [made] = official(
+            [{"url": stack.bridge_url, "threadId": "parts", "messages": messages}], client="1.0.0"
+        )
+        assert not made["failed"] and made["rejected"] is None, made["rejected"]
+        hydrate = {"url": stack.bridge_url, "threadId": "parts", "messages": []}
+        [old] = official([hydrate], client="0.0.59")
+        [new] = official([hydrate], client="1.0.0")
+    for report in (old, new):
+        assert not report["failed"] and report["rejected"] is None, report["rejected"]
+    [old_tool] = [m for m in old["messages"] if m["role"] == "tool"]
+    [new_tool] = [m for m in new["messages"] if m["role"] == "tool"]
+    assert old_tool["content"] == "sunny\n22 C"
+    assert new_tool["content"] == parts

@@ -288,13 +288,13 @@ async def hydrate(
         if live is not None and live.can_follow(0):
             before = await _thread_before(live)
             bridge.telemetry.thread("hydrate", thread_id, live.run_id, live.last)
-            return _following(bridge, live.run_id, live.follow(0), before)
+            return _following(bridge, live.run_id, live.follow(0), before, writer)
         if thread is not None and thread.running is not None and keeper.store.shared:
             info = await keeper.store.run_info(thread.running)
             if info is not None and info.owner == owner and not info.ended:
                 source = _from_store(keeper, thread.running, 0, info.process)
                 bridge.telemetry.thread("hydrate", thread_id, thread.running)
-                return _following(bridge, thread.running, source, thread)
+                return _following(bridge, thread.running, source, thread, writer)
     except ThreadStoreError as exc:
         return bridge.refused(_unavailable(exc))
     shown = thread or Thread()
@@ -302,14 +302,16 @@ async def hydrate(
     started = RunStartedEvent(
         thread_id=thread_id, run_id=run_input.run_id, protocol_version=PROTOCOL_VERSION
     )
-    snapshot = await anyio.to_thread.run_sync(_redacted_snapshot, bridge, shown)
+    snapshot = await anyio.to_thread.run_sync(_redacted_snapshot, bridge, shown, writer)
     frames = [writer.frame(started), *snapshot, writer.frame(_finished(run_input, shown))]
     body = with_ids(id_prefix(run_input.run_id), 1, frames)
     return Response(body, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def _following(bridge: Bridge, run_id: str, source: Frames, before: Thread) -> Response:
-    snapshot = "".join(_redacted_snapshot(bridge, before))
+def _following(
+    bridge: Bridge, run_id: str, source: Frames, before: Thread, writer: FrameWriter
+) -> Response:
+    snapshot = "".join(_redacted_snapshot(bridge, before, writer))
     return follow_response(bridge, run_id, source, lambda: snapshot)
 
 
@@ -320,8 +322,10 @@ async def _thread_before(live: LiveRun) -> Thread:
     return Thread(messages, run_input.state)
 
 
-def _redacted_snapshot(bridge: Bridge, thread: Thread) -> list[str]:
-    return [bridge.redactor.redact(frame) for frame in snapshot_frames(thread)]
+def _redacted_snapshot(bridge: Bridge, thread: Thread, writer: FrameWriter) -> list[str]:
+    """The thread's snapshot for the hydrating client's line (``writer.protocol``)."""
+    frames = snapshot_frames(thread, tool_text=writer.protocol == "0.0")
+    return [bridge.redactor.redact(frame) for frame in frames]
 
 
 def _finished(run_input: RunAgentInput, thread: Thread) -> RunFinishedEvent:

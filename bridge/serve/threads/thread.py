@@ -68,13 +68,24 @@ def read_document(document: bytes) -> Thread | None:
     )
 
 
-def snapshot_frames(thread: Thread) -> list[str]:
+def snapshot_frames(thread: Thread, *, tool_text: bool = False) -> list[str]:
     """``MESSAGES_SNAPSHOT`` of the thread's messages, then ``STATE_SNAPSHOT`` when it has a
-    state, as SSE frames."""
-    frames = [_frame({"type": "MESSAGES_SNAPSHOT", "messages": thread.messages})]
+    state, as SSE frames. ``tool_text``: a tool's result as text, not content parts (a 0.0.x
+    client's schema takes a string only; a 1.0 client may have made the thread), the text of
+    its text parts, as the model read it on Chat Completions."""
+    messages = [_tool_as_text(m) for m in thread.messages] if tool_text else thread.messages
+    frames = [_frame({"type": "MESSAGES_SNAPSHOT", "messages": messages})]
     if thread.state is not None:
         frames.append(_frame({"type": "STATE_SNAPSHOT", "snapshot": thread.state}))
     return frames
+
+
+def _tool_as_text(message: Any) -> Any:
+    content = message.get("content") if isinstance(message, dict) else None
+    if message.get("role") != "tool" or not isinstance(content, list):
+        return message
+    texts = [p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    return {**message, "content": "\n".join(t for t in texts if isinstance(t, str))}
 
 
 def _frame(event: dict[str, Any]) -> str:
