@@ -276,17 +276,19 @@ async def _run(
         waiting = [call for call in served if loop.tools.waits(call.function.name)]
         held = {call.id for call in waiting}
         runnable = [call for call in served if call.id not in held]
-        unaskable = await approvals.unaskable(waiting)  # the model reads why, nothing runs
-        answered = [*runnable, *(call for call in waiting if call.id in unaskable)]
         out.write(progress.finish())
-        if answered:
-            out.write([progress.start(tools_step(call.function.name for call in answered))])
+        if runnable:
+            out.write([progress.start(tools_step(call.function.name for call in runnable))])
         await out.flush()  # the turn's last read made the calls' ends: they go first
         async with aclosing(loop.tools.run(runnable, observe, parts=loop.parts)) as results:
             async for result in results:
                 transcript.add([result])
                 await _send(out, with_after(result))
-        for call in (call for call in waiting if call.id in unaskable):
+        unaskable = await approvals.unaskable(waiting)  # the model reads why, nothing runs
+        refused_calls = [call for call in waiting if call.id in unaskable]
+        if refused_calls and not runnable:  # their answers are the round's
+            out.write([progress.start(tools_step(call.function.name for call in refused_calls))])
+        for call in refused_calls:
             observe.tool_calls_left([call.function.name], "error")
             refused = await loop.tools.answer(call.id, unaskable[call.id])
             transcript.add([refused])
