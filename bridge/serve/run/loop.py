@@ -162,11 +162,11 @@ async def _to_its_end(
         else:
             logger.exception("run %s failed", run_input.run_id)
             error = _failed()
-        end = progress.failed(error)
+        end = progress.error(error)
         try:
-            await _send(out, end)
+            await progress.end(out, end)
         except UnencodableEventError:
-            await _send(bare, end)
+            await _send(bare, [end])
     finally:
         if token is not None:
             with suppress(ValueError):  # ended in another context: the variable goes with it
@@ -212,7 +212,7 @@ async def _run(
         try:
             body = await prepare(body)
         except BridgeError as exc:  # what the server said refuses the input (an attachment)
-            await _send(out, progress.failed(exc))
+            await progress.fail(out, exc)
             return
     transcript = Transcript()
     rounds = 0
@@ -222,7 +222,7 @@ async def _run(
         try:
             decisions = approvals.decisions(run_input, loop.tools.waits)
         except InterruptError as exc:  # nothing is run
-            await _send(out, progress.failed(exc))
+            await progress.fail(out, exc)
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
             resumed = resumed_results(
@@ -235,17 +235,17 @@ async def _run(
                         transcript.add([result])
                         await _send(out, with_after(result))
             except ApprovalStoreError as exc:  # no approved call ran
-                await _send(out, progress.failed(exc))
+                await progress.fail(out, exc)
                 return
-            out.write(progress.finish())
+            progress.close(out)
             next_body = _next_body(loop, run_input, transcript)
             if isinstance(next_body, BridgeError):
-                await _send(out, progress.failed(next_body))
+                await progress.fail(out, next_body)
                 return
             body = next_body
     elif run_input.resume:
         error = InterruptInvalidError("this bridge has no tool calls waiting for approval")
-        await _send(out, progress.failed(error))
+        await progress.fail(out, error)
         return
     while True:
         turn = Turn(body, upstream, options, api, run_input.run_id, observe)
@@ -256,27 +256,26 @@ async def _run(
         if outcome.usage is not None:  # a turn that failed may have reported it before
             progress.usage.append(outcome.usage)
         if turn.error is not None:
-            await _send(out, progress.failed(turn.error))
+            await progress.fail(out, turn.error)
             return
-        usage = progress.usage
         ids = outcome.tool_call_ids
         calls = transcript.calls(ids) if loop is not None else []
         served = [call for call in calls if call.function.name in loop.tools] if loop else []
         if not served:
             observe.tool_calls_left(outcome.tool_call_names, "handed_off")
-            await _send(out, [*progress.finish(), _finished(run_input, outcome, usage, ids)])
+            await progress.end(out, _finished(run_input, outcome, progress.usage, ids))
             return
         assert loop is not None
         if rounds == loop.max_rounds:
             message = f"the model kept calling server tools: stopped after {rounds} rounds"
-            await _send(out, progress.failed(ToolRoundsExceededError(message)))
+            await progress.fail(out, ToolRoundsExceededError(message))
             return
         rounds += 1
         assert approvals is not None
         waiting = [call for call in served if loop.tools.waits(call.function.name)]
         held = {call.id for call in waiting}
         runnable = [call for call in served if call.id not in held]
-        out.write(progress.finish())
+        progress.close(out)
         if runnable:
             out.write([progress.start(tools_step(call.function.name for call in runnable))])
         await out.flush()  # the turn's last read made the calls' ends: they go first
@@ -293,22 +292,22 @@ async def _run(
             refused = await loop.tools.answer(call.id, unaskable[call.id])
             transcript.add([refused])
             await _send(out, [refused])
-        out.write(progress.finish())
+        progress.close(out)
         waiting = [call for call in waiting if call.id not in unaskable]
         frontend = [call for call in calls if call.function.name not in loop.tools]
         observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
             observe.tool_calls_left([call.function.name for call in waiting], "awaiting_approval")
             interrupt = approvals.outcome(run_input.thread_id, waiting)
-            await _send(out, [_finished(run_input, outcome, usage, (), interrupt)])
+            await progress.end(out, _finished(run_input, outcome, progress.usage, (), interrupt))
             return
         if frontend:  # the frontend runs its calls and comes back with a run of its own
             pending = [call.id for call in frontend]
-            await _send(out, [_finished(run_input, outcome, usage, pending)])
+            await progress.end(out, _finished(run_input, outcome, progress.usage, pending))
             return
         next_body = _next_body(loop, run_input, transcript)
         if isinstance(next_body, BridgeError):
-            await _send(out, progress.failed(next_body))
+            await progress.fail(out, next_body)
             return
         body = next_body
 

@@ -27,6 +27,7 @@ from ag_ui.core import (
 )
 
 from bridge.core.errors import BridgeError
+from bridge.serve.run.output import RunOutput
 
 logger = logging.getLogger("agui_bridge")
 
@@ -52,20 +53,31 @@ class RunProgress:
         self.usage: list[TokenUsage] = []
 
     def start(self, name: str) -> StepStartedEvent:
-        """The event that starts step ``name``; the step before it is finished first
-        (``finish``): steps never nest."""
+        """The event that starts step ``name``; the step before it is closed first
+        (``close``): steps never nest."""
         assert self._step is None, f"step {self._step!r} is still open"
         self._step = name
         return StepStartedEvent(step_name=name)
 
-    def finish(self) -> list[BaseEvent]:
-        """The event that finishes the open step, if one is open."""
-        name, self._step = self._step, None
-        return [] if name is None else [StepFinishedEvent(step_name=name)]
+    def close(self, out: RunOutput) -> None:
+        """Write the open step's end, if one is open."""
+        if self._step is not None:
+            out.write([StepFinishedEvent(step_name=self._step)])
+            self._step = None
 
-    def failed(self, error: BridgeError) -> list[BaseEvent]:
-        """The run's end on ``error``: its open step finished, then ``RUN_ERROR`` with the
-        usage spent so far (logged)."""
+    def error(self, error: BridgeError) -> RunErrorEvent:
+        """``RUN_ERROR`` for ``error``, with the usage spent so far (logged)."""
         logger.warning("run %s ended with %s: %s", self._run_id, error.code, error.message)
-        ended = RunErrorEvent(message=error.message, code=error.code, usage=self.usage or None)
-        return [*self.finish(), ended]
+        return RunErrorEvent(message=error.message, code=error.code, usage=self.usage or None)
+
+    async def end(self, out: RunOutput, end: BaseEvent) -> None:
+        """The run's end: its open step finished, then ``end``, and sent. Written apart, so
+        that an end the output cannot encode (the state's snapshot goes in its batch) leaves
+        the step's end written, and the run's safety net writes another end after it."""
+        self.close(out)
+        out.write([end])
+        await out.flush()
+
+    async def fail(self, out: RunOutput, error: BridgeError) -> None:
+        """The run's end on ``error`` (``end`` with its ``RUN_ERROR``)."""
+        await self.end(out, self.error(error))
