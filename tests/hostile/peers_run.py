@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 
-#: The usage each streamed turn reports, by its place in the run (first turn: 100 in, 10 out).
 def turn_usage(turn: int) -> dict[str, int]:
+    """The usage a streamed turn reports, by its place in the run (the first: 100 in, 10 out)."""
     prompt, completion = 100 * (turn + 1), 10 * (turn + 1)
     return {
         "prompt_tokens": prompt,
