@@ -99,6 +99,10 @@ def check_frames(frames: list[dict[str, Any]], *, complete: bool = True) -> list
     calls: set[str] = set()
     spans: set[str] = set()
     reasoning: set[str] = set()
+    #: The open steps, innermost last: the client's verifier tracks them by name (one name
+    #: open once); we hold ourselves to more, steps that nest (a step ends before the one it
+    #: opened in).
+    steps: list[str] = []
     started = finished = errored = False
     inner = bool(frames) and frames[0]["type"] not in ("RUN_STARTED", "RUN_ERROR")
 
@@ -110,6 +114,8 @@ def check_frames(frames: list[dict[str, Any]], *, complete: bool = True) -> list
                           ("reasoning spans", spans), ("tool calls", calls)):  # fmt: skip
             if ids:
                 raise fail(i, f"{name} still open: {sorted(ids)}")
+        if steps:
+            raise fail(i, f"steps still active: {steps}")
 
     for i, frame in enumerate(frames):
         # The application's own JSON (a state, a custom value, a run's result) is data, any
@@ -129,11 +135,24 @@ def check_frames(frames: list[dict[str, Any]], *, complete: bool = True) -> list
             started, finished, errored = True, False, False
             for ids in (text, calls, spans, reasoning):
                 ids.clear()
+            steps.clear()
         elif kind == "RUN_FINISHED":
             nothing_open(i)
             finished = True
         elif kind == "RUN_ERROR":
             errored = True
+        elif kind == "STEP_STARTED":
+            if not isinstance(frame.get("stepName"), str):
+                raise fail(i, "stepName must be a string")
+            if frame["stepName"] in steps:
+                raise fail(i, f"step {frame['stepName']!r} is already active")
+            steps.append(frame["stepName"])
+        elif kind == "STEP_FINISHED":
+            if frame.get("stepName") not in steps:
+                raise fail(i, f"step {frame.get('stepName')!r} was not started")
+            if frame["stepName"] != steps[-1]:
+                raise fail(i, f"step {frame['stepName']!r} ends before {steps[-1]!r}, opened in it")
+            steps.pop()
         elif kind in ("TEXT_MESSAGE_START", "TOOL_CALL_START", "REASONING_START",
                       "REASONING_MESSAGE_START"):  # fmt: skip
             ids, key = _open_set(kind, text, calls, spans, reasoning)

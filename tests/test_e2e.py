@@ -258,7 +258,12 @@ def test_upstream_http_error_becomes_run_error_with_its_message(stack: Stack) ->
     config = scripted_config(stack.upstream_url, model="no-such-model")
     with serve(create_app(config)) as url:
         frames = post(f"{url}/", run_input([{"id": "u", "role": "user", "content": "Hi"}]))
-    assert [f["type"] for f in frames] == ["RUN_STARTED", "RUN_ERROR"]
+    assert [f["type"] for f in frames] == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+        "RUN_ERROR",
+    ]
     assert frames[-1]["code"] == "upstream_http_404"
     assert frames[-1]["message"] == "model 'no-such-model' not found"
 

@@ -264,7 +264,12 @@ def test_fault_after_done(faults: Faults, mode: str) -> None:
 def test_fault_before_the_answer(faults: Faults, case: PreStream) -> None:
     faults.upstream.reset()
     result = run(faults, case.model)
-    assert [f["type"] for f in result.frames] == ["RUN_STARTED", "RUN_ERROR"]
+    assert [f["type"] for f in result.frames] == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+        "RUN_ERROR",
+    ]
     assert_ends_once(result, case.code)
     assert case.says in result.terminal["message"]
     if case.model != "refused":

@@ -74,7 +74,12 @@ def _run(upstream_url: str, transport: Any, **overrides: Any) -> dict[str, Any]:
     )
     with serve(create_app(config)) as bridge_url:
         frames = post(f"{bridge_url}/", run_input())
-    assert [frame["type"] for frame in frames] == ["RUN_STARTED", "RUN_ERROR"]
+    assert [frame["type"] for frame in frames] == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+        "RUN_ERROR",
+    ]
     return frames[-1]
 
 

@@ -66,6 +66,11 @@ def test_a_failure_between_turns_ends_the_run_with_internal_error(
         frames = post(stack.bridge_url, run_input(ASK))
     assert any(f["type"] == "TOOL_CALL_RESULT" for f in frames)  # get_time ran
     _ends_once_with(frames, "internal_error")
+    # The failure came inside the round's step (issue 43): it is finished before the end.
+    assert [(f["type"], f.get("stepName")) for f in frames[-2:]] == [
+        ("STEP_FINISHED", "tools: get_time"),
+        ("RUN_ERROR", None),
+    ]
 
 
 def test_a_widget_answer_that_cannot_be_encoded_ends_with_run_error(

@@ -312,7 +312,8 @@ def test_a_server_that_does_not_say_gets_the_part_and_its_refusal_reaches_the_us
     with bridge_before(props=props, refusal=refusal) as (upstream, url):
         frames = frames_of(url, asking(media("image", "image/png", PNG, "photo.png")))
         assert len(upstream.chats) == 1  # refused once, never retried
-    assert [f["type"] for f in frames] == ["RUN_STARTED", "RUN_ERROR"]
+    refused_turn = ["RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "RUN_ERROR"]
+    assert [f["type"] for f in frames] == refused_turn
     assert (frames[-1]["code"], frames[-1]["message"]) == (code, words)
 
 

@@ -276,11 +276,14 @@ def test_a_result_the_upstreams_api_cannot_carry_ends_the_run_saying_why(
     monkeypatch.setattr(request_module, "to_openai_messages", refusing)
     with media() as stack:
         frames = post(stack.bridge_url, ask("picture"))
+    # The first turn's usage too (issue 43: a run that spent tokens says so as it fails).
+    spent = frames[-1].pop("usage")
     assert frames[-1] == {
         "type": "RUN_ERROR",
         "message": "tool message content part of type 'image' is not supported here",
         "code": "invalid_input",
     }
+    assert len(spent) == 1 and spent[0]["outputTokens"] > 0
     assert [f["type"] for f in frames].count("TOOL_CALL_RESULT") == 1
 
 

@@ -91,7 +91,8 @@ def test_where_no_props_is_read_llama_servers_own_refusal_reaches_the_client(
     with llama(bed) as server, bridge(server, upstream_api="responses") as agent:
         (report,) = official([{"url": agent, "messages": PICTURE}])
     events = report["events"]
-    assert [event["type"] for event in events] == ["RUN_STARTED", "RUN_ERROR"]
+    refused_turn = ["RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "RUN_ERROR"]
+    assert [event["type"] for event in events] == refused_turn
     assert (events[-1]["code"], events[-1]["message"]) == (
         "upstream_http_500",
         "image input is not supported - hint: if this is unexpected, you may need to provide "

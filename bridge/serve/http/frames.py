@@ -21,6 +21,9 @@ RUN_STARTED.protocolVersion   known        unknown, passed through      unknown 
 RUN_FINISHED.outcome          known        strict: pendingToolCallIds   unknown        interrupt
                                            is a ZodError; interrupt ok               only
 RUN_FINISHED.usage            known        known                        unknown        kept
+RUN_ERROR.usage               known        known                        unknown        kept
+RUN_STARTED.parentRunId       known        known                        known          kept
+STEP_STARTED, STEP_FINISHED   known        known                        known          kept
 RUN_FINISHED.result           known        known                        known          kept
 RUN_ERROR.code                known        known                        known          kept
 REASONING_* (5 events)        known        known                        known          kept

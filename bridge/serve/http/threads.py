@@ -19,13 +19,11 @@ from urllib.parse import quote, unquote
 
 import anyio.to_thread
 from ag_ui.core import (
-    PROTOCOL_VERSION,
     BaseEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
-    RunStartedEvent,
 )
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -36,6 +34,7 @@ from bridge.core.errors import BridgeError, InvalidRunInputError
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter
 from bridge.serve.http.stream import SSE_HEADERS, EventStreamResponse, FrameSink
+from bridge.serve.run.loop import run_started
 from bridge.serve.threads.keeper import ThreadKeeper
 from bridge.serve.threads.live import LiveRun, RunGoneError, ends_run
 from bridge.serve.threads.store import ThreadStoreError
@@ -299,9 +298,7 @@ async def hydrate(
         return bridge.refused(_unavailable(exc))
     shown = thread or Thread()
     bridge.telemetry.thread("hydrate", thread_id, run_input.run_id)
-    started = RunStartedEvent(
-        thread_id=thread_id, run_id=run_input.run_id, protocol_version=PROTOCOL_VERSION
-    )
+    started = run_started(run_input)
     snapshot = await anyio.to_thread.run_sync(_redacted_snapshot, bridge, shown, writer)
     frames = [writer.frame(started), *snapshot, writer.frame(_finished(run_input, shown))]
     body = with_ids(id_prefix(run_input.run_id), 1, frames)

@@ -14,11 +14,9 @@ from typing import Any
 
 import anyio.to_thread
 from ag_ui.core import (
-    PROTOCOL_VERSION,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
-    RunStartedEvent,
 )
 from starlette.responses import Response
 
@@ -27,6 +25,7 @@ from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
 from bridge.serve.http.stream import FrameSink
 from bridge.serve.redact import Redactor
+from bridge.serve.run.loop import run_started
 from bridge.serve.run.output import UnencodableEventError
 from bridge.serve.tools.mcp_apps import ProxiedRequest, ProxyRefused, error_result, proxied_request
 from bridge.serve.tools.mcp_tools import McpServer
@@ -44,11 +43,7 @@ def proxied_request_of(run_input: RunAgentInput) -> Any:
 def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float) -> Response:
     """The widget's request answered as a run of its own: ``RUN_STARTED`` at once, then
     ``RUN_FINISHED`` with the MCP server's answer or the error."""
-    started = RunStartedEvent(
-        thread_id=run_input.thread_id,
-        run_id=run_input.run_id,
-        protocol_version=PROTOCOL_VERSION,  # as every run's (the 0.0 lines get it left out)
-    )
+    started = run_started(run_input)
     writer = FrameWriter(
         bridge.redactor, client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
     )

@@ -26,7 +26,6 @@ from ag_ui.core import (
     CustomEvent,
     Message,
     RunAgentInput,
-    RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
@@ -40,6 +39,7 @@ from bridge.core.translate import TranslateOptions, TurnOutcome
 from bridge.serve.observe.observation import RunObservation, Telemetry
 from bridge.serve.run.output import RUN_ENDS, RunOutput, UnencodableEventError
 from bridge.serve.run.resume import Approvals, resumed_results
+from bridge.serve.run.steps import MODEL_STEP, RunProgress, tools_step
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.run.turn import Turn
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
@@ -106,8 +106,8 @@ def run_agent(
     ``body`` again once RUN_STARTED is out (what reasoning goes back, read from the upstream);
     ``state``: the run's shared state, which ``update_state`` edits (a run that changed it
     ends with its ``STATE_SNAPSHOT`` before the terminal event); ``predict_state``:
-    ``(state_key, tool, tool_argument)`` announced by a ``CUSTOM`` ``PredictState`` right
-    after ``RUN_STARTED``."""
+    ``(state_key, tool, tool_argument)`` announced by a ``CUSTOM`` ``PredictState`` at the
+    start of each model step."""
     if observe is None:
         observe = Telemetry().run(
             thread_id=run_input.thread_id,
@@ -116,26 +116,41 @@ def run_agent(
             protocol="",
             received=time.perf_counter(),
         )
+    progress = RunProgress(run_input.run_id)
     args = (run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
     if state is None:  # a run without a state to edit pays nothing for it per chunk
-        return _to_its_end(_run(out, *args), run_input, observe, out, out)
+        return _to_its_end(_run(out, progress, *args), run_input, observe, progress, out, out)
     kept = _WithState(out, state)
-    return _to_its_end(_run(kept, *args), run_input, observe, kept, out, state)
+    run = _run(kept, progress, *args)
+    return _to_its_end(run, run_input, observe, progress, kept, out, state)
+
+
+def run_started(run_input: RunAgentInput) -> RunStartedEvent:
+    """The event every run begins with: its thread and id, the parent run it says it follows
+    (``parentRunId``, echoed: the client links the runs by it), and the protocol spoken."""
+    return RunStartedEvent(
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        parent_run_id=run_input.parent_run_id,
+        protocol_version=PROTOCOL_VERSION,  # as every run's (the 0.0 lines get it left out)
+    )
 
 
 async def _to_its_end(
     run: Awaitable[None],
     run_input: RunAgentInput,
     observe: RunObservation,
+    progress: RunProgress,
     out: RunOutput,
     bare: RunOutput,
     state: RunState | None = None,
 ) -> None:
     """The run, ended with RUN_ERROR whatever fails before its end went out: a batch ``out``
     could not encode (``unencodable_event``), a bug of ours outside a model turn, which ends
-    its own (``internal_error``, the traceback in the log). After the state's snapshot when
-    the run changed it, else (the snapshot is what failed) alone, by ``bare``, the output
-    under the snapshot's. ``state``: where its update_state calls find it."""
+    its own (``internal_error``, the traceback in the log); its open step finished first
+    (``progress``). After the state's snapshot when the run changed it, else (the snapshot is
+    what failed) alone, by ``bare``, the output under the snapshot's. ``state``: where its
+    update_state calls find it."""
     token = RUN_STATE.set(state) if state is not None else None
     try:
         await run
@@ -147,11 +162,11 @@ async def _to_its_end(
         else:
             logger.exception("run %s failed", run_input.run_id)
             error = _failed()
-        end = [_error(run_input, error)]
+        end = progress.error(error)
         try:
-            await _send(out, end)
+            await progress.end(out, end)
         except UnencodableEventError:
-            await _send(bare, end)
+            await _send(bare, [end])
     finally:
         if token is not None:
             with suppress(ValueError):  # ended in another context: the variable goes with it
@@ -174,6 +189,7 @@ class _WithState:
 
 async def _run(
     out: RunOutput,
+    progress: RunProgress,
     run_input: RunAgentInput,
     body: dict[str, Any],
     upstream: UpstreamClient,
@@ -184,21 +200,21 @@ async def _run(
     prepare: Prepare | None,
     predict_state: Sequence[tuple[str, str, str]],
 ) -> None:
-    started = RunStartedEvent(
-        thread_id=run_input.thread_id, run_id=run_input.run_id, protocol_version=PROTOCOL_VERSION
-    )
-    await _send(out, [started])
-    if predict_state:  # before any other event: CopilotKit reads it to stream the arguments
+    await _send(out, [run_started(run_input)])
+    # In each model step, before the model's words: CopilotKit's runtime reads it to stream
+    # the arguments, and forgets it at every step's start and end (@ag-ui/client's
+    # convertToLegacyEvents: a LangGraph node announces it in each step).
+    predicted: list[BaseEvent] = []
+    if predict_state:
         value = [{"state_key": k, "tool": t, "tool_argument": a} for k, t, a in predict_state]
-        await _send(out, [CustomEvent(name="PredictState", value=value)])
+        predicted.append(CustomEvent(name="PredictState", value=value))
     if prepare is not None:
         try:
             body = await prepare(body)
         except BridgeError as exc:  # what the server said refuses the input (an attachment)
-            await _send(out, [_error(run_input, exc)])
+            await progress.fail(out, exc)
             return
     transcript = Transcript()
-    usage: list[TokenUsage] = []
     rounds = 0
     approvals = None
     if loop is not None:
@@ -206,81 +222,92 @@ async def _run(
         try:
             decisions = approvals.decisions(run_input, loop.tools.waits)
         except InterruptError as exc:  # nothing is run
-            await _send(out, [_error(run_input, exc)])
+            await progress.fail(out, exc)
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
             resumed = resumed_results(
                 decisions, loop.tools, observe, approvals.claims, parts=loop.parts
             )
+            out.write([progress.start(tools_step(d.call.function.name for d in decisions))])
             try:
                 async with aclosing(resumed) as results:
                     async for result in results:
                         transcript.add([result])
                         await _send(out, with_after(result))
             except ApprovalStoreError as exc:  # no approved call ran
-                await _send(out, [_error(run_input, exc)])
+                await progress.fail(out, exc)
                 return
+            progress.close(out)
             next_body = _next_body(loop, run_input, transcript)
             if isinstance(next_body, BridgeError):
-                await _send(out, [_error(run_input, next_body)])
+                await progress.fail(out, next_body)
                 return
             body = next_body
     elif run_input.resume:
         error = InterruptInvalidError("this bridge has no tool calls waiting for approval")
-        await _send(out, [_error(run_input, error)])
+        await progress.fail(out, error)
         return
     while True:
         turn = Turn(body, upstream, options, api, run_input.run_id, observe)
+        # At once: the wait for the model shows.
+        await _send(out, [progress.start(MODEL_STEP), *predicted])
         await turn.run(out if loop is None else _Kept(out, transcript))
-        if turn.error is not None:
-            await _send(out, [_error(run_input, turn.error)])
-            return
         outcome = turn.outcome
-        if outcome.usage is not None:
-            usage.append(outcome.usage)
+        if outcome.usage is not None:  # a turn that failed may have reported it before
+            progress.usage.append(outcome.usage)
+        if turn.error is not None:
+            await progress.fail(out, turn.error)
+            return
         ids = outcome.tool_call_ids
         calls = transcript.calls(ids) if loop is not None else []
         served = [call for call in calls if call.function.name in loop.tools] if loop else []
         if not served:
             observe.tool_calls_left(outcome.tool_call_names, "handed_off")
-            await _send(out, [_finished(run_input, outcome, usage, ids)])
+            await progress.end(out, _finished(run_input, outcome, progress.usage, ids))
             return
         assert loop is not None
         if rounds == loop.max_rounds:
             message = f"the model kept calling server tools: stopped after {rounds} rounds"
-            await _send(out, [_error(run_input, ToolRoundsExceededError(message))])
+            await progress.fail(out, ToolRoundsExceededError(message))
             return
         rounds += 1
         assert approvals is not None
         waiting = [call for call in served if loop.tools.waits(call.function.name)]
-        await out.flush()  # the turn's last read made the calls' ends: they go first
         held = {call.id for call in waiting}
         runnable = [call for call in served if call.id not in held]
+        progress.close(out)
+        if runnable:
+            out.write([progress.start(tools_step(call.function.name for call in runnable))])
+        await out.flush()  # the turn's last read made the calls' ends: they go first
         async with aclosing(loop.tools.run(runnable, observe, parts=loop.parts)) as results:
             async for result in results:
                 transcript.add([result])
                 await _send(out, with_after(result))
         unaskable = await approvals.unaskable(waiting)  # the model reads why, nothing runs
-        for call in (call for call in waiting if call.id in unaskable):
+        refused_calls = [call for call in waiting if call.id in unaskable]
+        if refused_calls and not runnable:  # their answers are the round's
+            out.write([progress.start(tools_step(call.function.name for call in refused_calls))])
+        for call in refused_calls:
             observe.tool_calls_left([call.function.name], "error")
             refused = await loop.tools.answer(call.id, unaskable[call.id])
             transcript.add([refused])
             await _send(out, [refused])
+        progress.close(out)
         waiting = [call for call in waiting if call.id not in unaskable]
         frontend = [call for call in calls if call.function.name not in loop.tools]
         observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
             observe.tool_calls_left([call.function.name for call in waiting], "awaiting_approval")
             interrupt = approvals.outcome(run_input.thread_id, waiting)
-            await _send(out, [_finished(run_input, outcome, usage, (), interrupt)])
+            await progress.end(out, _finished(run_input, outcome, progress.usage, (), interrupt))
             return
         if frontend:  # the frontend runs its calls and comes back with a run of its own
             pending = [call.id for call in frontend]
-            await _send(out, [_finished(run_input, outcome, usage, pending)])
+            await progress.end(out, _finished(run_input, outcome, progress.usage, pending))
             return
         next_body = _next_body(loop, run_input, transcript)
         if isinstance(next_body, BridgeError):
-            await _send(out, [_error(run_input, next_body)])
+            await progress.fail(out, next_body)
             return
         body = next_body
 
@@ -323,11 +350,6 @@ async def _send(out: RunOutput, batch: Sequence[BaseEvent]) -> None:
 
 def _failed() -> InternalError:
     return InternalError("the bridge failed while handling this run; see its log")
-
-
-def _error(run_input: RunAgentInput, error: BridgeError) -> RunErrorEvent:
-    logger.warning("run %s ended with %s: %s", run_input.run_id, error.code, error.message)
-    return RunErrorEvent(message=error.message, code=error.code)
 
 
 def _finished(
