@@ -43,6 +43,7 @@ from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.run.turn import Turn
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
+from bridge.serve.tools.asking import take_answers
 from bridge.serve.tools.claims import ApprovalStoreError
 from bridge.serve.tools.results import with_after
 from bridge.serve.tools.server_tools import ServerTools
@@ -204,8 +205,9 @@ async def _run(
     if loop is not None:
         approvals = loop.approvals or Approvals(secret=new_secret())
         try:
-            decisions = approvals.decisions(run_input, loop.tools.waits)
-        except InterruptError as exc:  # nothing is run
+            decisions = approvals.decisions(run_input, loop.tools.waits, loop.tools.asks)
+            await take_answers(decisions, loop.tools.question, approvals.claims)
+        except (InterruptError, ApprovalStoreError) as exc:  # nothing is run
             await _send(out, [_error(run_input, exc)])
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
@@ -260,7 +262,7 @@ async def _run(
             async for result in results:
                 transcript.add([result])
                 await _send(out, with_after(result))
-        unaskable = await approvals.unaskable(waiting)  # the model reads why, nothing runs
+        unaskable = await approvals.unaskable(waiting, loop.tools)  # the model reads why
         for call in (call for call in waiting if call.id in unaskable):
             observe.tool_calls_left([call.function.name], "error")
             refused = await loop.tools.answer(call.id, unaskable[call.id])
@@ -271,7 +273,7 @@ async def _run(
         observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
             observe.tool_calls_left([call.function.name for call in waiting], "awaiting_approval")
-            interrupt = approvals.outcome(run_input.thread_id, waiting)
+            interrupt = approvals.outcome(run_input.thread_id, waiting, loop.tools)
             await _send(out, [_finished(run_input, outcome, usage, (), interrupt)])
             return
         if frontend:  # the frontend runs its calls and comes back with a run of its own

@@ -44,6 +44,7 @@ from bridge.serve.tools.approvals import (
     read_resume,
     sign_interrupt,
 )
+from bridge.serve.tools.asking import QuestionError, question_interrupt
 from bridge.serve.tools.claims import (
     ApprovalStoreError,
     ClaimStore,
@@ -91,9 +92,13 @@ class Approvals:
     #: The interrupts already used: an approval runs its call once (``tools.claims``).
     claims: ClaimStore = field(default_factory=MemoryClaims)
 
-    def outcome(self, thread_id: str, calls: Sequence[ToolCall]) -> RunFinishedInterruptOutcome:
-        """The interrupt outcome for calls that wait: one signed interrupt each. Signed over
-        the arguments as the client will hold them: the frames redact them on the way out."""
+    def outcome(
+        self, thread_id: str, calls: Sequence[ToolCall], tools: ServerTools | None = None
+    ) -> RunFinishedInterruptOutcome:
+        """The interrupt outcome for calls that wait: one signed interrupt each, an approval's
+        or a question's (``tools.asking``; ``unaskable`` let through only calls that make
+        one). Signed over the arguments as the client will hold them: the frames redact them
+        on the way out."""
         expires_at = self.clock() + timedelta(seconds=self.timeout)
         interrupts = []
         for call in calls:
@@ -112,16 +117,32 @@ class Approvals:
                 arguments=held.function.arguments,
                 expires_at=expires_at,
             )
-            interrupts.append(interrupt_for(held, token, expires_at))
+            if tools is not None and tools.asks(held.function.name):
+                question = tools.question(held)
+                interrupts.append(question_interrupt(held, question, token, expires_at))
+            else:
+                interrupts.append(interrupt_for(held, token, expires_at))
         return RunFinishedInterruptOutcome(interrupts=interrupts)
 
-    async def unaskable(self, calls: Sequence[ToolCall]) -> dict[str, str]:
+    async def unaskable(
+        self, calls: Sequence[ToolCall], tools: ServerTools | None = None
+    ) -> dict[str, str]:
         """The waiting calls no person can be asked about, by id, with what the model reads
-        instead: arguments whose JSON gives a key twice (the question would show one value, the
-        tool get the other: ``tools.question``). Checked on the arguments as the client will
-        hold them, which are the ones that run; off the event loop when they are big."""
+        instead: a question's arguments that make none (``tools.asking``); arguments whose
+        JSON gives a key twice (the question would show one value, the tool get the other:
+        ``tools.question``). Checked on the arguments as the client will hold them, which are
+        the ones that run; off the event loop when they are big."""
         refused: dict[str, str] = {}
         for call in calls:
+            if tools is not None and tools.asks(call.function.name):
+                held = call.function.model_copy(
+                    update={"arguments": self.redact(call.function.arguments)}
+                )
+                try:
+                    tools.question(call.model_copy(update={"function": held}))
+                except QuestionError as exc:
+                    refused[call.id] = f"Not asked: {exc}."
+                    continue
             check = partial(self._repeated_key, call.function.arguments)
             big = len(call.function.arguments) >= BIG_RESULT
             key = await anyio.to_thread.run_sync(check) if big else check()
@@ -136,7 +157,12 @@ class Approvals:
     def _repeated_key(self, arguments: str) -> str | None:
         return repeated_key(self.redact(arguments))
 
-    def decisions(self, run_input: RunAgentInput, waits: Callable[[str], bool]) -> list[Decision]:
+    def decisions(
+        self,
+        run_input: RunAgentInput,
+        waits: Callable[[str], bool],
+        asks: Callable[[str], bool] = lambda name: False,
+    ) -> list[Decision]:
         """The person's answers to the calls that wait in this history (none: ``[]``); raises
         ``InterruptError`` for a resume that cannot be acted on (``read_resume``)."""
         return read_resume(
@@ -145,6 +171,7 @@ class Approvals:
             waiting_calls(run_input.messages, waits),
             thread_id=run_input.thread_id,
             now=self.clock(),
+            asks=asks,
         )
 
 
@@ -276,8 +303,10 @@ async def resumed_results(
 
     An approved call runs once: its interrupt is claimed in ``claims`` first, and a call whose
     claim is taken already is answered with ``ALREADY_RUN_STATEMENT``. ``ApprovalStoreError``
-    when the store cannot say: nothing approved runs."""
+    when the store cannot say: nothing approved runs. A question's call runs with its answer
+    (``tools.asking.take_answers`` checked and claimed it before)."""
     approved: list[ToolCall] = []
+    answers = {d.call.id: d.answer for d in decisions if d.verdict == "answered"}
     wanted: dict[str, tuple[str, datetime]] = {}  # call id → the claim: its key, until when
     for decision in decisions:
         call = decision.call
@@ -287,6 +316,8 @@ async def resumed_results(
             if observe is not None:
                 observe.tool_calls_left([name], "rejected")
             yield await tools.answer(call.id, refusal)
+            continue
+        if call.id in answers:
             continue
         arguments = decision.arguments
         if decision.edited_args is not None:
@@ -311,7 +342,9 @@ async def resumed_results(
                     observe.tool_calls_left([call.function.name], "already_run")
                 yield await tools.answer(call.id, ALREADY_RUN_STATEMENT)
         approved = [call for call in approved if call.id in fresh]
-    async with aclosing(tools.run(approved, observe, parts=parts)) as results:
+    asked = [decision.call for decision in decisions if decision.call.id in answers]
+    running = tools.run([*asked, *approved], observe, parts=parts, answers=answers)
+    async with aclosing(running) as results:
         async for result in results:
             yield result
 
