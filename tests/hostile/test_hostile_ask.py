@@ -268,6 +268,25 @@ def test_a_python_tool_asks_and_runs_with_the_answer() -> None:
     assert results(answered) == ["Blue booked for 2026-12-01"]
 
 
+def test_a_resume_after_the_answer_as_a_tool_message_as_copilotkit_sends_it() -> None:
+    """Point 4 with CopilotKit's ``useInterrupt``, which adds a tool message holding the answer
+    (``JSON.stringify(payload)``) before it resumes: the call still waits for that answer, the
+    bridge's result goes upstream once, the client's copy not beside it; a replay is refused."""
+    with bridge(asks(), says("Booked.")) as (url, model):
+        first, frames = asked(url)
+        body = answering(first, frames, GOOD)
+        body["messages"].append(
+            {"id": "ck", "role": "tool", "toolCallId": "call-ask", "content": json.dumps(GOOD)}
+        )
+        answered = post(url, body)
+        again = post(url, body)
+        sent = model.requests[-1]["messages"]
+    assert answered[-1]["type"] == "RUN_FINISHED"
+    assert results(answered) == [json.dumps(GOOD, separators=(",", ":"))]
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ["call-ask"]
+    assert error_of(again)[0] == "interrupt_answered"
+
+
 # --- the official clients -------------------------------------------------------------------
 
 

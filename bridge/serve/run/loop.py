@@ -32,6 +32,7 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     TokenUsage,
+    ToolMessage,
 )
 
 from bridge.config import UpstreamApi
@@ -293,8 +294,17 @@ def _next_body(
     """The next request: the client's messages and the run's since; else the error that ends
     the run: the builder's own (a tool's result holds what the upstream's API cannot carry),
     or ``internal_error`` (a bug of ours, logged)."""
+    # A call this run answered has its result here: a tool message the client holds for it (a
+    # question's answer, as CopilotKit adds it) does not go up beside it.
+    added = transcript.messages
+    fresh = {m.tool_call_id for m in added if isinstance(m, ToolMessage)}
+    earlier = [
+        m
+        for m in run_input.messages
+        if not (isinstance(m, ToolMessage) and m.tool_call_id in fresh)
+    ]
     try:
-        return loop.build([*run_input.messages, *transcript.messages])
+        return loop.build([*earlier, *added])
     except BridgeError as exc:
         return exc
     except Exception:

@@ -43,6 +43,7 @@ from bridge.serve.tools.approvals import (
     decision_from,
     read_resume,
     sign_interrupt,
+    token_call_id,
 )
 from bridge.serve.tools.asking import QuestionError, question_interrupt
 from bridge.serve.tools.claims import (
@@ -165,10 +166,15 @@ class Approvals:
     ) -> list[Decision]:
         """The person's answers to the calls that wait in this history (none: ``[]``); raises
         ``InterruptError`` for a resume that cannot be acted on (``read_resume``)."""
+        # A question's call the resume answers waits whatever tool message follows it:
+        # CopilotKit's useInterrupt adds one holding the answer before it resumes.
+        resumed = {token_call_id(entry.interrupt_id) for entry in run_input.resume or ()}
         return read_resume(
             self.secret,
             run_input.resume,
-            waiting_calls(run_input.messages, waits),
+            waiting_calls(
+                run_input.messages, waits, lambda c: asks(c.function.name) and c.id in resumed
+            ),
             thread_id=run_input.thread_id,
             now=self.clock(),
             asks=asks,
@@ -195,9 +201,14 @@ def approval_payload(message: ToolMessage) -> dict[str, Any] | None:
     return value if value in _STATUS_ONLY else None
 
 
-def waiting_calls(messages: Sequence[Message], waits: Callable[[str], bool]) -> list[ToolCall]:
+def waiting_calls(
+    messages: Sequence[Message],
+    waits: Callable[[str], bool],
+    answering: Callable[[ToolCall], bool] = lambda call: False,
+) -> list[ToolCall]:
     """The calls that wait for a person: calls of tools under approval in the last assistant
-    message since the last user message, with no result (an approval payload is none).
+    message since the last user message, with no result (an approval payload is none; a tool
+    message after a call this run is ``answering``, a question's, is the answer, no result).
 
     ``InterruptInvalidError`` when that message holds a call under approval twice, under one
     id: one id is one decision and one run (the bridge never gives two calls of a turn one
@@ -230,7 +241,11 @@ def waiting_calls(messages: Sequence[Message], waits: Callable[[str], bool]) -> 
         for message in messages[last + 1 :]
         if isinstance(message, ToolMessage) and approval_payload(message) is None
     }
-    return [call for call in calls if waits(call.function.name) and call.id not in answered]
+    return [
+        call
+        for call in calls
+        if waits(call.function.name) and (call.id not in answered or answering(call))
+    ]
 
 
 def settle_approvals(

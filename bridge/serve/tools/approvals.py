@@ -242,6 +242,13 @@ def read_resume(
     return [answers[call.id] for call in waiting]
 
 
+def token_call_id(token: str) -> str | None:
+    """The call id a token names, unchecked (``None``: no token of ours): where a resume entry
+    points, before its MAC is checked against that call."""
+    parts = _parts(token)
+    return parts.call_id if parts is not None else None
+
+
 def decision_from(call: ToolCall, payload: Any) -> Decision:
     """A ``resolved`` answer, held to the schema the interrupt announced (``question``'s
     ``RESPONSE_SCHEMA``), and declined when it is off it: ``{"approved": "yes"}`` or an
