@@ -197,7 +197,9 @@ THREADS_PACE = 0.1
 def test_demo_page_asks_the_user_in_chromium() -> None:
     """Issue 43, point 4: the scripted model's ``ask_user`` call shows a form made from its
     schema (a date, a choice, a bounded number) that sends nothing incomplete; the answer
-    resumes the run once, and the model quotes it (``tests/browser/demo-ask.test.mjs``)."""
+    resumes the run once, and the model quotes it; an answer the bridge refuses
+    (``answer_invalid``, the request altered on its way) shows its reason on the form, which asks
+    again for the same interrupt (``tests/browser/demo-ask.test.mjs``)."""
     node = require_node(WHY)
     require_chromium()
     _build_web_demo()

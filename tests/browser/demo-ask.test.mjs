@@ -119,3 +119,50 @@ test("ask_user: a form from the schema; the answer resumes the run and the model
     await close();
   }
 });
+
+test("ask_user: an answer the bridge refuses shows its reason on the form, asked again", async () => {
+  const { page, problems, resumes, close } = await openPage(DEMO_URL);
+  try {
+    // The first resume goes with seats 99 in place of what the form says: the bridge refuses
+    // it (answer_invalid) and the interrupt stands.
+    let altered = 0;
+    await page.route("**/*", async (route) => {
+      const request = route.request();
+      const body = request.method() === "POST" ? request.postDataJSON?.() : undefined;
+      if (!body?.resume || altered > 0) return route.continue();
+      altered += 1;
+      body.resume[0].payload.seats = 99;
+      return route.continue({ postData: JSON.stringify(body) });
+    });
+    await send(page, "Book a table for us, please.");
+    const waiting = page.locator("[data-testid=question-card][data-state=waiting]");
+    await waiting.waitFor({ timeout: 20_000 });
+    const fill = async (card) => {
+      await card.getByTestId("question-field-date").fill("2026-12-01");
+      await card.getByTestId("question-field-time").selectOption({ label: "12:00" });
+      await card.getByTestId("question-field-seats").fill("3");
+      await card.getByTestId("question-send").click();
+    };
+    await fill(waiting);
+    // Asked again, the same interrupt, with the bridge's reason.
+    const again = page.locator("[data-testid=question-card][data-state=waiting]");
+    await again.waitFor({ timeout: 20_000 });
+    const problem = again.getByTestId("question-problem");
+    assert.equal(await problem.isVisible(), true);
+    assert.match(await problem.textContent(), /seats: 99 is greater than the maximum of 8/);
+    await fill(again);
+    await idle(page);
+
+    assert.equal(altered, 1);
+    assert.equal(resumes.length, 2);
+    assert.equal(resumes[0][0].interruptId, resumes[1][0].interruptId);
+    assert.deepEqual(resumes[1][0].payload, { date: "2026-12-01", time: "12:00", seats: 3 });
+    const answer = await page.getByTestId("assistant-text").last().textContent();
+    assert.match(answer, /"seats":3/);
+    // The refusal is the form's to show: no error banner, no console problem.
+    assert.equal(await page.getByTestId("error-banner").isVisible(), false);
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
