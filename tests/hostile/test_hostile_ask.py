@@ -28,6 +28,7 @@ from threads.fold_node import CLIENTS, node
 
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
+from bridge.serve.run.resume import UNASKED_STATEMENT
 from bridge.serve.tools import asking
 from bridge.serve.tools.asking import MAX_ANSWER_BYTES, MAX_QUESTION_CHARS
 from bridge.serve.tools.python_tools import asks_user
@@ -287,6 +288,43 @@ def test_a_resume_after_the_answer_as_a_tool_message_as_copilotkit_sends_it() ->
     assert error_of(again)[0] == "interrupt_answered"
 
 
+@pytest.mark.parametrize(
+    ("added", "statement"),
+    [
+        ([], UNASKED_STATEMENT),
+        (
+            [
+                {
+                    "id": "ck",
+                    "role": "tool",
+                    "toolCallId": "call-ask",
+                    "content": '{"status":"cancelled"}',
+                }
+            ],
+            "The user dismissed the question without answering it.",
+        ),
+    ],
+)
+def test_a_question_left_unanswered_goes_upstream_as_such_on_later_turns(
+    added: list[dict[str, Any]], statement: str
+) -> None:
+    """Point 4: the person wrote something else instead (or dismissed the card, as CopilotKit
+    records it): on the next turn the call goes upstream with a result saying so, never an
+    approval's words."""
+    with bridge(asks(), says("OK.")) as (url, model):
+        first, frames = asked(url)
+        later = [
+            *first["messages"],
+            *messages_from(frames),
+            *added,
+            {"id": "u2", "role": "user", "content": "Never mind."},
+        ]
+        done = post(url, run_input(later, threadId=first["threadId"]))
+        sent = model.requests[-1]["messages"]
+    assert done[-1]["type"] == "RUN_FINISHED"
+    assert [m["content"] for m in sent if m["role"] == "tool"] == [statement]
+
+
 # --- the official clients -------------------------------------------------------------------
 
 
@@ -299,6 +337,7 @@ def talk(client: str, url: str, thread: str, turns: list[dict[str, Any]]) -> lis
         "turns": turns,
     }
     result = node("wire_agent.mjs", {"client": client, "conversations": [talk]})
+    assert result["logged"] == [], f"the official client complained: {result['logged']}"
     [reports] = result["reports"]
     reports_: list[dict[str, Any]] = reports
     return reports_

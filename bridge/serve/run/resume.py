@@ -67,6 +67,8 @@ APPROVED_STATEMENT = (
     "The user approved this call; its result was given in this conversation's next turn."
 )
 UNANSWERED_STATEMENT = "Not run: this call waited for the user's approval and got no answer."
+#: The same for a call that asked the user a question (``tools.asking``).
+UNASKED_STATEMENT = "Not answered: this call asked the user a question and got no answer."
 #: The result of an approved call whose approval was used already (a repeated or concurrent
 #: resume: a double click, a retried request, the same request at another replica). "May":
 #: a claim is taken before its call runs, and the request that took it may have been cut
@@ -249,12 +251,16 @@ def waiting_calls(
 
 
 def settle_approvals(
-    messages: Sequence[Message], waits: Callable[[str], bool]
+    messages: Sequence[Message],
+    waits: Callable[[str], bool],
+    asks: Callable[[str], bool] = lambda name: False,
 ) -> Sequence[Message]:
     """The history as it goes upstream: approval payloads of calls under approval are not
     sent as their results; a call with no real result gets a statement of what happened
     (approved, declined with the reason, cancelled, unanswered), placed after its turn's
-    other results. ``messages`` itself when there is nothing to change."""
+    other results. A call that ``asks`` a question has its answer as its result (CopilotKit's
+    copy of it too); only ``{"status": …}`` is no answer. ``messages`` itself when there is
+    nothing to change."""
     gated = {
         call.id: call
         for message in messages
@@ -268,7 +274,7 @@ def settle_approvals(
     answers: dict[str, dict[str, Any]] = {}
     for message in messages:
         if isinstance(message, ToolMessage) and message.tool_call_id in gated:
-            payload = approval_payload(message)
+            payload = _payload(message, asks(gated[message.tool_call_id].function.name))
             if payload is None:
                 real.add(message.tool_call_id)
             else:
@@ -279,24 +285,35 @@ def settle_approvals(
     owed: list[ToolCall] = []
     for message in messages:
         if isinstance(message, ToolMessage):
-            if message.tool_call_id in answers and approval_payload(message) is not None:
+            held = gated.get(message.tool_call_id)
+            asked = held is not None and asks(held.function.name)
+            if message.tool_call_id in answers and _payload(message, asked) is not None:
                 continue  # the approval, not the result
             out.append(message)
             continue
-        out += [_statement(call, answers.get(call.id)) for call in owed]
+        out += [_statement(call, answers.get(call.id), asks) for call in owed]
         owed = []
         out.append(message)
         if isinstance(message, AssistantMessage):
             owed = [c for c in message.tool_calls or () if c.id in gated and c.id not in real]
-    out += [_statement(call, answers.get(call.id)) for call in owed]
+    out += [_statement(call, answers.get(call.id), asks) for call in owed]
     return out
 
 
-def _statement(call: ToolCall, payload: dict[str, Any] | None) -> ToolMessage:
+def _payload(message: ToolMessage, asked: bool) -> dict[str, Any] | None:
+    """``approval_payload``; for a question's call, only a status is no answer."""
+    payload = approval_payload(message)
+    return payload if payload is None or not asked or payload in _STATUS_ONLY else None
+
+
+def _statement(
+    call: ToolCall, payload: dict[str, Any] | None, asks: Callable[[str], bool]
+) -> ToolMessage:
+    asked = asks(call.function.name)
     if payload is None:
-        text = UNANSWERED_STATEMENT
+        text = UNASKED_STATEMENT if asked else UNANSWERED_STATEMENT
     elif payload == {"status": "cancelled"}:
-        text = Decision(call, "cancelled").refusal or ""
+        text = Decision(call, "cancelled", question=asked).refusal or ""
     else:
         decision = decision_from(call, payload)
         text = decision.refusal or APPROVED_STATEMENT
