@@ -92,6 +92,7 @@ test("ask_user: a form from the schema; the answer resumes the run and the model
     assert.equal(await seats.getAttribute("type"), "number");
     assert.equal(await seats.getAttribute("max"), "8");
 
+    assert.equal(await page.getByTestId("run-status").textContent(), "Waiting for your answer…");
     // Nothing missing goes: the browser holds the form back, no resume is sent.
     await card.getByTestId("question-send").click();
     assert.equal(await card.getAttribute("data-state"), "waiting");

@@ -54,8 +54,8 @@ export interface ChatHooks {
   event(event: BaseEvent): void;
   error(message: string, code: string): void;
   usage(usage: TokenUsage[] | undefined): void;
-  /** The turn waits for the person to answer approval cards. */
-  awaitingApproval(on: boolean): void;
+  /** The turn waits for the person to answer approval cards (`asks`: a question among them). */
+  awaitingApproval(on: boolean, asks?: boolean): void;
   /** A short line for screen readers (a polite live region). */
   announce(text: string): void;
   /** A run began or ended: the bridge's thread changed (the thread list is due). */
@@ -286,7 +286,7 @@ export class Chat {
     const needs = cards.length === 1 ? "A tool call needs" : `${cards.length} tool calls need`;
     const asks = interrupts.some((interrupt) => interrupt.reason === "input_required");
     this.hooks.announce(`${needs} your ${asks ? "answer" : "approval"}.`);
-    this.hooks.awaitingApproval(true);
+    this.hooks.awaitingApproval(true, asks);
     const stopped = new Promise<undefined>((resolve) => {
       this.stopWaiting = () => resolve(undefined);
     });
