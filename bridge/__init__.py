@@ -41,7 +41,7 @@ from bridge.core.translate import DONE, ChatStreamTranslator, TranslateOptions, 
 if TYPE_CHECKING:
     from bridge.config import BridgeConfig
     from bridge.serve.http.app import create_app, mount
-    from bridge.serve.tools.python_tools import requires_approval
+    from bridge.serve.tools.python_tools import asks_user, requires_approval
 
 #: Names of the serving layer, imported when first asked for: the core alone needs no Starlette.
 _LAZY = {
@@ -49,6 +49,7 @@ _LAZY = {
     "create_app": "bridge.serve.http.app",
     "mount": "bridge.serve.http.app",
     "requires_approval": "bridge.serve.tools.python_tools",
+    "asks_user": "bridge.serve.tools.python_tools",
 }
 
 
@@ -76,6 +77,7 @@ __all__ = [
     "UpstreamTimeoutError",
     "UpstreamTruncatedError",
     "__version__",
+    "asks_user",
     "atranslate_chat_stream",
     "create_app",
     "mount",

@@ -247,6 +247,11 @@ class BridgeConfig:
     accept each other's interrupts. ``None``: the app makes one per process, and interrupts
     then do not survive a restart or span processes. Never shown in logs or events."""
 
+    ask_user: bool = False
+    """Offer the model the built-in ``ask_user`` server tool: a call asks the person a question
+    (with, optionally, a JSON Schema for the answer) and its answer is the call's result
+    (README "Asking the user")."""
+
     approval_timeout: float = 900.0
     """Seconds a person has to answer an interrupt (its ``expiresAt``)."""
 

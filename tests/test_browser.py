@@ -194,6 +194,27 @@ def test_demo_page_attachments_in_chromium() -> None:
 THREADS_PACE = 0.1
 
 
+def test_demo_page_asks_the_user_in_chromium() -> None:
+    """Issue 43, point 4: the scripted model's ``ask_user`` call shows a form made from its
+    schema (a date, a choice, a bounded number) that sends nothing incomplete; the answer
+    resumes the run once, and the model quotes it; an answer the bridge refuses
+    (``answer_invalid``, the request altered on its way) shows its reason on the form, which asks
+    again for the same interrupt (``tests/browser/demo-ask.test.mjs``)."""
+    node = require_node(WHY)
+    require_chromium()
+    _build_web_demo()
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    with _bridge("ask", "demo", "--pace", str(FAST_PACE)) as demo:
+        output = run(
+            [node, "--test", "--test-reporter=tap", "demo-ask.test.mjs"],
+            cwd=BROWSER_TESTS,
+            env={**os.environ, "DEMO_URL": demo, "ARTIFACTS_DIR": str(ARTIFACTS)},
+            timeout=300,
+            what="the browser test",
+        )
+    check_tap(output, "the browser test")
+
+
 def test_demo_page_threads_in_chromium() -> None:
     """Issue 42, point 7: the demo page keeps its threads (``tests/browser/demo-threads.test.mjs``).
     Two threads listed with their titles, newest first, each shown again when switched to (by

@@ -102,6 +102,8 @@ def _demo(args: argparse.Namespace) -> int:
     # Shared state is on in the demo, so the page's plan and to-dos work with no flag (the page
     # sends its agent's state, an object, every run).
     args.shared_state = True
+    # And the model may ask the person (the scripted one does for "book a table": a form).
+    args.ask_user = True
     # The bridge reaches the scripted model over real HTTP, as it would a real one.
     config = config_from_args(
         args,

@@ -232,6 +232,13 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "with an AG-UI interrupt and the next run's resume answers it (repeatable)",
     )
     tools.add_argument(
+        "--ask-user",
+        action="store_true",
+        help="offer the model an ask_user tool: it asks the person a question (optionally "
+        "with a JSON Schema for the answer), the run ends with an input_required interrupt, "
+        "and the next run's resume answers it",
+    )
+    tools.add_argument(
         "--secret-env",
         default="AGUI_BRIDGE_SECRET",
         type=variable_name,

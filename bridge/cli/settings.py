@@ -77,6 +77,7 @@ def config_from_args(
         max_parallel_tools=args.max_parallel_tools,
         tool_threads=args.tool_threads,
         approve=tuple(args.approve),
+        ask_user=args.ask_user,
         secret=environ.get(args.secret_env) or None,
         approval_timeout=args.approval_timeout,
         approval_store=args.approval_store,

@@ -12,8 +12,10 @@
 //                       "turns": [{"add": [...],            messages added before the run
 //                                  "tools": [...],          frontend tools
 //                                  "forwardedProps": {...},
-//                                  "approve": true}]}]}     answer every pending interrupt
+//                                  "approve": true,         answer every pending interrupt
 //                                                           with {approved: true} (resume)
+//                                  "answer": {...},         or with this payload
+//                                  "resume": [...]}]}]}     or send exactly this resume
 // The conversations go one after the other, each turn a run of one agent (the messages carry
 // over). Prints one JSON line: per conversation, per turn, what the agent held before the run
 // (messages, state, pendingInterrupts), the response body as received, and what it holds after,
@@ -58,13 +60,15 @@ async function conversation(talk) {
       rejected: null,
     };
     const parameters = { tools: turn.tools ?? [], forwardedProps: turn.forwardedProps ?? {} };
-    if (turn.approve) {
+    if (turn.approve || "answer" in turn) {
+      const payload = turn.approve ? { approved: true } : turn.answer;
       parameters.resume = agent.pendingInterrupts.map((interrupt) => ({
         interruptId: interrupt.id,
         status: "resolved",
-        payload: { approved: true },
+        payload,
       }));
     }
+    if (turn.resume) parameters.resume = turn.resume;
     body = null;
     try {
       await agent.runAgent(parameters, { onRunFailed: () => (report.failed = true) });

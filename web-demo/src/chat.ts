@@ -41,6 +41,8 @@ interface RunEnd {
   interrupts: Interrupt[];
   /** The bridge refused the request (an HTTP 4xx): no run took place. */
   refused?: boolean;
+  /** The bridge refused an answer to a question (answer_invalid): why; its interrupt stands. */
+  answerRefused?: string;
 }
 
 /** What the page around the conversation shows; main.ts implements it. */
@@ -52,8 +54,8 @@ export interface ChatHooks {
   event(event: BaseEvent): void;
   error(message: string, code: string): void;
   usage(usage: TokenUsage[] | undefined): void;
-  /** The turn waits for the person to answer approval cards. */
-  awaitingApproval(on: boolean): void;
+  /** The turn waits for the person to answer approval cards (`asks`: a question among them). */
+  awaitingApproval(on: boolean, asks?: boolean): void;
   /** A short line for screen readers (a polite live region). */
   announce(text: string): void;
   /** A run began or ended: the bridge's thread changed (the thread list is due). */
@@ -196,9 +198,16 @@ export class Chat {
   private async rounds(before: StateParts, refused?: () => void, hydrate = false): Promise<void> {
     try {
       let resume: ResumeEntry[] | undefined;
+      let asked: Interrupt[] = [];
       for (let round = 0; ; round += 1) {
         const end = await this.runOnce(before, resume, hydrate && round === 0);
         resume = undefined;
+        if (end.answerRefused !== undefined && asked.length > 0) {
+          // The same interrupts, asked again with the bridge's reason: none was used up.
+          resume = await this.askApproval(this.current(), asked, end.answerRefused);
+          if (!resume) break;
+          continue;
+        }
         if (end.refused && round === 0 && refused) {
           refused();
           break;
@@ -213,6 +222,7 @@ export class Chat {
         // results together with the person's answers.
         if (pending.length > 0) this.answerToolCalls(this.current(), pending);
         if (interrupts.length > 0) {
+          asked = interrupts;
           resume = await this.askApproval(this.current(), interrupts);
           if (!resume) break;
         }
@@ -240,17 +250,29 @@ export class Chat {
   }
 
   /**
-   * Puts each interrupt to the person as an approval card; the resume entries once every one
-   * is answered, or undefined when the turn was stopped first.
+   * Puts each interrupt to the person: an approval card, or a question card (with `refusal`,
+   * why the bridge refused the last answer); the resume entries once every one is answered, or
+   * undefined when the turn was stopped first.
    */
   private async askApproval(
     turn: TurnView,
     interrupts: Interrupt[],
+    refusal?: string,
   ): Promise<ResumeEntry[] | undefined> {
     const calls = new Map(this.toolCalls().map((call) => [call.id, call]));
     const cards = interrupts.map((interrupt) => {
+      if (interrupt.reason === "input_required") {
+        const card = turn.questionCard({
+          interruptId: interrupt.id,
+          toolCallId: interrupt.toolCallId ?? "",
+          message: interrupt.message,
+          responseSchema: interrupt.responseSchema,
+          refusal,
+        });
+        return { card, decision: card.answer };
+      }
       const call = interrupt.toolCallId ? calls.get(interrupt.toolCallId) : undefined;
-      return turn.approvalCard({
+      const card = turn.approvalCard({
         interruptId: interrupt.id,
         toolCallId: interrupt.toolCallId ?? "",
         toolName: call?.function.name ?? "tool",
@@ -258,11 +280,13 @@ export class Chat {
         message: interrupt.message,
         expiresAt: interrupt.expiresAt,
       });
+      return { card, decision: card.decision as Promise<unknown> };
     });
-    cards[0]?.focus();
+    cards[0]?.card.focus();
     const needs = cards.length === 1 ? "A tool call needs" : `${cards.length} tool calls need`;
-    this.hooks.announce(`${needs} your approval.`);
-    this.hooks.awaitingApproval(true);
+    const asks = interrupts.some((interrupt) => interrupt.reason === "input_required");
+    this.hooks.announce(`${needs} your ${asks ? "answer" : "approval"}.`);
+    this.hooks.awaitingApproval(true, asks);
     const stopped = new Promise<undefined>((resolve) => {
       this.stopWaiting = () => resolve(undefined);
     });
@@ -270,7 +294,7 @@ export class Chat {
       const decisions = Promise.all(cards.map((card) => card.decision));
       const answers = await Promise.race([decisions, stopped]);
       if (!answers || this.ending) {
-        for (const card of cards) card.abandon();
+        for (const { card } of cards) card.abandon();
         return undefined;
       }
       for (const interrupt of interrupts) {
@@ -304,6 +328,7 @@ export class Chat {
     this.shown?.waiting(true);
     let pending: string[] = [];
     let interrupts: Interrupt[] = [];
+    let answerRefused: string | undefined;
     // Frontend calls this run started and nothing answered: what an interrupted run leaves
     // for the page (its RUN_FINISHED names no pending calls).
     const started: string[] = [];
@@ -388,6 +413,10 @@ export class Chat {
       onRunErrorEvent: ({ event }) => {
         // The client reports its own abort as RUN_ERROR "abort": that is Stop, or leaving.
         if (this.ending && event.code === "abort") return;
+        if (event.code === "answer_invalid") {
+          answerRefused = event.message; // shown on the question, asked again
+          return;
+        }
         this.hooks.error(event.message, event.code ?? "run_error");
         this.hooks.usage(event.usage);
         turn().note("The run failed.", "error");
@@ -434,7 +463,10 @@ export class Chat {
       this.shown?.waiting(false);
       this.hooks.threadChanged();
     }
-    return this.ending ? { pending: [], interrupts: [] } : { pending, interrupts };
+    if (this.ending) return { pending: [], interrupts: [] };
+    return answerRefused === undefined
+      ? { pending, interrupts }
+      : { pending: [], interrupts: [], answerRefused };
   }
 
   /** An MCP App's widget HTML, read through a proxied run on this conversation's thread. */

@@ -104,9 +104,10 @@ const chat = new Chat(
       threadPanel.busy = on;
       if (!on && document.activeElement === document.body) prompt.focus();
     },
-    awaitingApproval: (on) => {
+    awaitingApproval: (on, asks = false) => {
       runStatus.dataset.state = on ? "approval" : "running";
-      runStatus.textContent = on ? "Waiting for your approval…" : "Running… (Esc stops)";
+      const waiting = asks ? "Waiting for your answer…" : "Waiting for your approval…";
+      runStatus.textContent = on ? waiting : "Running… (Esc stops)";
     },
     runStarted: (label) => inspector.startRun(label),
     event: (event) => inspector.record(event),

@@ -1,6 +1,7 @@
 // The conversation on the page: user messages, and per turn the assistant's thinking blocks,
 // answer text and tool cards in the order they arrive. No protocol here: chat.ts drives it.
 
+import { QuestionCard, type QuestionRequest } from "./question_card";
 import { AppCard, type AppCardData } from "./app_card";
 import { chip, type Attachment } from "./attachments";
 import { h, page, seconds, stickToBottom } from "./dom";
@@ -113,6 +114,14 @@ export class TurnView {
   approvalCard(request: ApprovalRequest): ApprovalCard {
     const card = new ApprovalCard(request);
     this.tools.get(request.toolCallId)?.waitForApproval();
+    this.hidePending();
+    this.append(card.element);
+    return card;
+  }
+
+  /** A card asking the person a server tool's question (an "input_required" interrupt). */
+  questionCard(request: QuestionRequest): QuestionCard {
+    const card = new QuestionCard(request);
     this.hidePending();
     this.append(card.element);
     return card;

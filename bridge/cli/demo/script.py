@@ -29,7 +29,21 @@ _TOOL_TOPICS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("background", "color", "colour"), ("background", "color", "colour")),
     (("time",), ("time", "clock")),
     (("mail",), ("email", "e-mail", "mail")),
+    (("ask_user",), ("book a table", "ask me")),
 )
+#: What the scripted model asks with ``ask_user`` (``--ask-user``): a form of three fields.
+ASK_USER_ARGUMENTS: dict[str, Any] = {
+    "question": "Which day, what time, and for how many?",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "date": {"type": "string", "format": "date", "title": "Day"},
+            "time": {"type": "string", "enum": ["12:00", "19:00", "20:30"], "title": "Time"},
+            "seats": {"type": "integer", "minimum": 1, "maximum": 8, "title": "Seats"},
+        },
+        "required": ["date", "time", "seats"],
+    },
+}
 _CSS_COLORS = (
     "red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white",
     "gray", "grey", "cyan", "magenta", "teal", "navy", "lime", "olive", "maroon", "silver",
@@ -160,7 +174,11 @@ def _call_tools(
     plans: list[str] = []
     for index, (tool, anchor) in enumerate(chosen):
         name = str(tool["name"])
-        arguments = _fill_arguments(tool.get("parameters"), user_text, anchor)
+        arguments = (
+            ASK_USER_ARGUMENTS
+            if name == "ask_user"
+            else _fill_arguments(tool.get("parameters"), user_text, anchor)
+        )
         encoded = json.dumps(arguments)
         calls.append(ScriptedToolCall(_call_id(digest, index), name, encoded, _fragments(encoded)))
         shown = ", ".join(f"{key} {value}" for key, value in arguments.items()) or "no arguments"

@@ -31,6 +31,7 @@ from bridge.serve.threads.keeper import ThreadKeeper
 from bridge.serve.threads.owner import OwnerOf
 from bridge.serve.threads.stores import thread_store
 from bridge.serve.tools.approvals import new_secret
+from bridge.serve.tools.ask_user import ask_user_tool
 from bridge.serve.tools.claims import StoreWatch, claim_store
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.tools.python_tools import python_tool
@@ -85,6 +86,8 @@ class Bridge:
             redactor=self.redactor,
             approve=config.approve,
         )
+        if config.ask_user:  # questions to the person (README "Asking the user")
+            self.tools.add([ask_user_tool()])
         if config.shared_state:  # the model's edits of a run's state (README "Shared state")
             self.tools.add([update_state_tool()])
         # Interrupts are signed, not stored (README "Approving tools"): with no secret given,

@@ -223,13 +223,13 @@ def _tool_loop(
         build_responses_request if config.upstream_api == "responses" else build_chat_request
     )
 
-    waits = tools.waits
+    waits, asks = tools.waits, tools.asks
     scope = [configured_scope(config)]
     attachments = RunAttachments(run_input.messages, config)
 
     def build(messages: Sequence[Message]) -> dict[str, Any]:
         conversation = offered
-        settled = attachments.admit(settle_approvals(messages, waits))
+        settled = attachments.admit(settle_approvals(messages, waits, asks))
         if settled is not run_input.messages:
             conversation = offered.model_copy(update={"messages": list(settled)})
         return build_request(conversation, config, upstream_models, scope=scope[0])

@@ -31,6 +31,7 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     TokenUsage,
+    ToolMessage,
 )
 
 from bridge.config import UpstreamApi
@@ -43,6 +44,7 @@ from bridge.serve.run.steps import MODEL_STEP, RunProgress, tools_step
 from bridge.serve.run.transcript import Transcript
 from bridge.serve.run.turn import Turn
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
+from bridge.serve.tools.asking import take_answers
 from bridge.serve.tools.claims import ApprovalStoreError
 from bridge.serve.tools.results import with_after
 from bridge.serve.tools.server_tools import ServerTools
@@ -220,8 +222,9 @@ async def _run(
     if loop is not None:
         approvals = loop.approvals or Approvals(secret=new_secret())
         try:
-            decisions = approvals.decisions(run_input, loop.tools.waits)
-        except InterruptError as exc:  # nothing is run
+            decisions = approvals.decisions(run_input, loop.tools.waits, loop.tools.asks)
+            await take_answers(decisions, loop.tools.question, approvals.claims)
+        except (InterruptError, ApprovalStoreError) as exc:  # nothing is run
             await progress.fail(out, exc)
             return
         if decisions:  # the answers to the last run's interrupts: their calls' results first
@@ -283,7 +286,7 @@ async def _run(
             async for result in results:
                 transcript.add([result])
                 await _send(out, with_after(result))
-        unaskable = await approvals.unaskable(waiting)  # the model reads why, nothing runs
+        unaskable = await approvals.unaskable(waiting, loop.tools)  # the model reads why
         refused_calls = [call for call in waiting if call.id in unaskable]
         if refused_calls and not runnable:  # their answers are the round's
             out.write([progress.start(tools_step(call.function.name for call in refused_calls))])
@@ -298,7 +301,7 @@ async def _run(
         observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
         if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
             observe.tool_calls_left([call.function.name for call in waiting], "awaiting_approval")
-            interrupt = approvals.outcome(run_input.thread_id, waiting)
+            interrupt = approvals.outcome(run_input.thread_id, waiting, loop.tools)
             await progress.end(out, _finished(run_input, outcome, progress.usage, (), interrupt))
             return
         if frontend:  # the frontend runs its calls and comes back with a run of its own
@@ -318,8 +321,17 @@ def _next_body(
     """The next request: the client's messages and the run's since; else the error that ends
     the run: the builder's own (a tool's result holds what the upstream's API cannot carry),
     or ``internal_error`` (a bug of ours, logged)."""
+    # A call this run answered has its result here: a tool message the client holds for it (a
+    # question's answer, as CopilotKit adds it) does not go up beside it.
+    added = transcript.messages
+    fresh = {m.tool_call_id for m in added if isinstance(m, ToolMessage)}
+    earlier = [
+        m
+        for m in run_input.messages
+        if not (isinstance(m, ToolMessage) and m.tool_call_id in fresh)
+    ]
     try:
-        return loop.build([*run_input.messages, *transcript.messages])
+        return loop.build([*earlier, *added])
     except BridgeError as exc:
         return exc
     except Exception:

@@ -43,7 +43,9 @@ from bridge.serve.tools.approvals import (
     decision_from,
     read_resume,
     sign_interrupt,
+    token_call_id,
 )
+from bridge.serve.tools.asking import QuestionError, question_interrupt
 from bridge.serve.tools.claims import (
     ApprovalStoreError,
     ClaimStore,
@@ -65,6 +67,8 @@ APPROVED_STATEMENT = (
     "The user approved this call; its result was given in this conversation's next turn."
 )
 UNANSWERED_STATEMENT = "Not run: this call waited for the user's approval and got no answer."
+#: The same for a call that asked the user a question (``tools.asking``).
+UNASKED_STATEMENT = "Not answered: this call asked the user a question and got no answer."
 #: The result of an approved call whose approval was used already (a repeated or concurrent
 #: resume: a double click, a retried request, the same request at another replica). "May":
 #: a claim is taken before its call runs, and the request that took it may have been cut
@@ -91,9 +95,13 @@ class Approvals:
     #: The interrupts already used: an approval runs its call once (``tools.claims``).
     claims: ClaimStore = field(default_factory=MemoryClaims)
 
-    def outcome(self, thread_id: str, calls: Sequence[ToolCall]) -> RunFinishedInterruptOutcome:
-        """The interrupt outcome for calls that wait: one signed interrupt each. Signed over
-        the arguments as the client will hold them: the frames redact them on the way out."""
+    def outcome(
+        self, thread_id: str, calls: Sequence[ToolCall], tools: ServerTools | None = None
+    ) -> RunFinishedInterruptOutcome:
+        """The interrupt outcome for calls that wait: one signed interrupt each, an approval's
+        or a question's (``tools.asking``; ``unaskable`` let through only calls that make
+        one). Signed over the arguments as the client will hold them: the frames redact them
+        on the way out."""
         expires_at = self.clock() + timedelta(seconds=self.timeout)
         interrupts = []
         for call in calls:
@@ -112,16 +120,32 @@ class Approvals:
                 arguments=held.function.arguments,
                 expires_at=expires_at,
             )
-            interrupts.append(interrupt_for(held, token, expires_at))
+            if tools is not None and tools.asks(held.function.name):
+                question = tools.question(held)
+                interrupts.append(question_interrupt(held, question, token, expires_at))
+            else:
+                interrupts.append(interrupt_for(held, token, expires_at))
         return RunFinishedInterruptOutcome(interrupts=interrupts)
 
-    async def unaskable(self, calls: Sequence[ToolCall]) -> dict[str, str]:
+    async def unaskable(
+        self, calls: Sequence[ToolCall], tools: ServerTools | None = None
+    ) -> dict[str, str]:
         """The waiting calls no person can be asked about, by id, with what the model reads
-        instead: arguments whose JSON gives a key twice (the question would show one value, the
-        tool get the other: ``tools.question``). Checked on the arguments as the client will
-        hold them, which are the ones that run; off the event loop when they are big."""
+        instead: a question's arguments that make none (``tools.asking``); arguments whose
+        JSON gives a key twice (the question would show one value, the tool get the other:
+        ``tools.question``). Checked on the arguments as the client will hold them, which are
+        the ones that run; off the event loop when they are big."""
         refused: dict[str, str] = {}
         for call in calls:
+            if tools is not None and tools.asks(call.function.name):
+                held = call.function.model_copy(
+                    update={"arguments": self.redact(call.function.arguments)}
+                )
+                try:
+                    tools.question(call.model_copy(update={"function": held}))
+                except QuestionError as exc:
+                    refused[call.id] = f"Not asked: {exc}."
+                    continue
             check = partial(self._repeated_key, call.function.arguments)
             big = len(call.function.arguments) >= BIG_RESULT
             key = await anyio.to_thread.run_sync(check) if big else check()
@@ -136,15 +160,26 @@ class Approvals:
     def _repeated_key(self, arguments: str) -> str | None:
         return repeated_key(self.redact(arguments))
 
-    def decisions(self, run_input: RunAgentInput, waits: Callable[[str], bool]) -> list[Decision]:
+    def decisions(
+        self,
+        run_input: RunAgentInput,
+        waits: Callable[[str], bool],
+        asks: Callable[[str], bool] = lambda name: False,
+    ) -> list[Decision]:
         """The person's answers to the calls that wait in this history (none: ``[]``); raises
         ``InterruptError`` for a resume that cannot be acted on (``read_resume``)."""
+        # A question's call the resume answers waits whatever tool message follows it:
+        # CopilotKit's useInterrupt adds one holding the answer before it resumes.
+        resumed = {token_call_id(entry.interrupt_id) for entry in run_input.resume or ()}
         return read_resume(
             self.secret,
             run_input.resume,
-            waiting_calls(run_input.messages, waits),
+            waiting_calls(
+                run_input.messages, waits, lambda c: asks(c.function.name) and c.id in resumed
+            ),
             thread_id=run_input.thread_id,
             now=self.clock(),
+            asks=asks,
         )
 
 
@@ -168,9 +203,14 @@ def approval_payload(message: ToolMessage) -> dict[str, Any] | None:
     return value if value in _STATUS_ONLY else None
 
 
-def waiting_calls(messages: Sequence[Message], waits: Callable[[str], bool]) -> list[ToolCall]:
+def waiting_calls(
+    messages: Sequence[Message],
+    waits: Callable[[str], bool],
+    answering: Callable[[ToolCall], bool] = lambda call: False,
+) -> list[ToolCall]:
     """The calls that wait for a person: calls of tools under approval in the last assistant
-    message since the last user message, with no result (an approval payload is none).
+    message since the last user message, with no result (an approval payload is none; a tool
+    message after a call this run is ``answering``, a question's, is the answer, no result).
 
     ``InterruptInvalidError`` when that message holds a call under approval twice, under one
     id: one id is one decision and one run (the bridge never gives two calls of a turn one
@@ -203,16 +243,24 @@ def waiting_calls(messages: Sequence[Message], waits: Callable[[str], bool]) -> 
         for message in messages[last + 1 :]
         if isinstance(message, ToolMessage) and approval_payload(message) is None
     }
-    return [call for call in calls if waits(call.function.name) and call.id not in answered]
+    return [
+        call
+        for call in calls
+        if waits(call.function.name) and (call.id not in answered or answering(call))
+    ]
 
 
 def settle_approvals(
-    messages: Sequence[Message], waits: Callable[[str], bool]
+    messages: Sequence[Message],
+    waits: Callable[[str], bool],
+    asks: Callable[[str], bool] = lambda name: False,
 ) -> Sequence[Message]:
     """The history as it goes upstream: approval payloads of calls under approval are not
     sent as their results; a call with no real result gets a statement of what happened
     (approved, declined with the reason, cancelled, unanswered), placed after its turn's
-    other results. ``messages`` itself when there is nothing to change."""
+    other results. A call that ``asks`` a question has its answer as its result (CopilotKit's
+    copy of it too); only ``{"status": …}`` is no answer. ``messages`` itself when there is
+    nothing to change."""
     gated = {
         call.id: call
         for message in messages
@@ -226,7 +274,7 @@ def settle_approvals(
     answers: dict[str, dict[str, Any]] = {}
     for message in messages:
         if isinstance(message, ToolMessage) and message.tool_call_id in gated:
-            payload = approval_payload(message)
+            payload = _payload(message, asks(gated[message.tool_call_id].function.name))
             if payload is None:
                 real.add(message.tool_call_id)
             else:
@@ -237,24 +285,35 @@ def settle_approvals(
     owed: list[ToolCall] = []
     for message in messages:
         if isinstance(message, ToolMessage):
-            if message.tool_call_id in answers and approval_payload(message) is not None:
+            held = gated.get(message.tool_call_id)
+            asked = held is not None and asks(held.function.name)
+            if message.tool_call_id in answers and _payload(message, asked) is not None:
                 continue  # the approval, not the result
             out.append(message)
             continue
-        out += [_statement(call, answers.get(call.id)) for call in owed]
+        out += [_statement(call, answers.get(call.id), asks) for call in owed]
         owed = []
         out.append(message)
         if isinstance(message, AssistantMessage):
             owed = [c for c in message.tool_calls or () if c.id in gated and c.id not in real]
-    out += [_statement(call, answers.get(call.id)) for call in owed]
+    out += [_statement(call, answers.get(call.id), asks) for call in owed]
     return out
 
 
-def _statement(call: ToolCall, payload: dict[str, Any] | None) -> ToolMessage:
+def _payload(message: ToolMessage, asked: bool) -> dict[str, Any] | None:
+    """``approval_payload``; for a question's call, only a status is no answer."""
+    payload = approval_payload(message)
+    return payload if payload is None or not asked or payload in _STATUS_ONLY else None
+
+
+def _statement(
+    call: ToolCall, payload: dict[str, Any] | None, asks: Callable[[str], bool]
+) -> ToolMessage:
+    asked = asks(call.function.name)
     if payload is None:
-        text = UNANSWERED_STATEMENT
+        text = UNASKED_STATEMENT if asked else UNANSWERED_STATEMENT
     elif payload == {"status": "cancelled"}:
-        text = Decision(call, "cancelled").refusal or ""
+        text = Decision(call, "cancelled", question=asked).refusal or ""
     else:
         decision = decision_from(call, payload)
         text = decision.refusal or APPROVED_STATEMENT
@@ -276,8 +335,10 @@ async def resumed_results(
 
     An approved call runs once: its interrupt is claimed in ``claims`` first, and a call whose
     claim is taken already is answered with ``ALREADY_RUN_STATEMENT``. ``ApprovalStoreError``
-    when the store cannot say: nothing approved runs."""
+    when the store cannot say: nothing approved runs. A question's call runs with its answer
+    (``tools.asking.take_answers`` checked and claimed it before)."""
     approved: list[ToolCall] = []
+    answers = {d.call.id: d.answer for d in decisions if d.verdict == "answered"}
     wanted: dict[str, tuple[str, datetime]] = {}  # call id → the claim: its key, until when
     for decision in decisions:
         call = decision.call
@@ -287,6 +348,8 @@ async def resumed_results(
             if observe is not None:
                 observe.tool_calls_left([name], "rejected")
             yield await tools.answer(call.id, refusal)
+            continue
+        if call.id in answers:
             continue
         arguments = decision.arguments
         if decision.edited_args is not None:
@@ -311,7 +374,9 @@ async def resumed_results(
                     observe.tool_calls_left([call.function.name], "already_run")
                 yield await tools.answer(call.id, ALREADY_RUN_STATEMENT)
         approved = [call for call in approved if call.id in fresh]
-    async with aclosing(tools.run(approved, observe, parts=parts)) as results:
+    asked = [decision.call for decision in decisions if decision.call.id in answers]
+    running = tools.run([*asked, *approved], observe, parts=parts, answers=answers)
+    async with aclosing(running) as results:
         async for result in results:
             yield result
 

@@ -31,7 +31,7 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
@@ -155,7 +155,7 @@ class Decision:
     """
 
     call: ToolCall
-    verdict: Literal["approved", "declined", "cancelled"]
+    verdict: Literal["approved", "declined", "cancelled", "answered"]
     edited_args: dict[str, Any] | None = None
     reason: str | None = None
     unreadable: str | None = None
@@ -163,6 +163,10 @@ class Decision:
     #: call runs (``bridge.serve.tools.claims``).
     interrupt_id: str = ""
     expires_at: datetime | None = None
+    #: ``answered``: a question's answer (``tools.asking``), as the resume's payload held it.
+    answer: Any = None
+    #: The call asked a question (``tools.asking``) rather than for an approval.
+    question: bool = False
 
     @property
     def arguments(self) -> str:
@@ -176,6 +180,8 @@ class Decision:
             return f"Not run: the user's answer was not an approval ({self.unreadable})."
         if self.verdict == "declined":
             return f"The user declined: {self.reason}" if self.reason else "The user declined."
+        if self.verdict == "cancelled" and self.question:
+            return "The user dismissed the question without answering it."
         if self.verdict == "cancelled":
             return "The user cancelled this call without deciding; it was not run."
         return None
@@ -188,6 +194,7 @@ def read_resume(
     *,
     thread_id: str,
     now: datetime,
+    asks: Callable[[str], bool] = lambda name: False,
 ) -> list[Decision]:
     """One decision per waiting call, in their order, from the input's ``resume``.
 
@@ -197,7 +204,9 @@ def read_resume(
     one of them with a valid token, once (``interrupt_invalid``), and every one must be
     answered (``interrupt_unresolved``). A ``resolved`` answer after the expiry is
     ``interrupt_expired``; a ``cancelled`` one is accepted (nothing runs, and a 1.0 client
-    can leave a thread with an expired interrupt no other way).
+    can leave a thread with an expired interrupt no other way). A call of a tool that
+    ``asks`` a question is ``answered``, its answer the payload as it came (``tools.asking``
+    holds it to the question's schema).
     """
     by_id = {call.id: call for call in waiting}
     answers: dict[str, Decision] = {}
@@ -213,12 +222,14 @@ def read_resume(
         signed = _open(
             secret, parts, thread_id, call.id, call.function.name, call.function.arguments
         )
+        asked = asks(call.function.name)
         if entry.status == "cancelled":
-            answers[call.id] = Decision(call, "cancelled")
+            answers[call.id] = Decision(call, "cancelled", question=asked)
             continue
         _check_expiry(signed, now)
+        decided = Decision(call, "answered", answer=entry.payload, question=True)
         answers[call.id] = replace(
-            decision_from(call, entry.payload),
+            decided if asked else decision_from(call, entry.payload),
             interrupt_id=entry.interrupt_id,
             expires_at=signed.expires_at,
         )
@@ -229,6 +240,13 @@ def read_resume(
             + ", ".join(unanswered)
         )
     return [answers[call.id] for call in waiting]
+
+
+def token_call_id(token: str) -> str | None:
+    """The call id a token names, unchecked (``None``: no token of ours): where a resume entry
+    points, before its MAC is checked against that call."""
+    parts = _parts(token)
+    return parts.call_id if parts is not None else None
 
 
 def decision_from(call: ToolCall, payload: Any) -> Decision:
@@ -284,7 +302,8 @@ def _check_expiry(signed: SignedInterrupt, now: datetime) -> None:
     # At the instant itself it has expired, as @ag-ui/client's isInterruptExpired counts.
     if _seconds(now) >= int(signed.expires_at.timestamp()):
         raise InterruptExpiredError(
-            f"the approval for the tool call {signed.tool_call_id} came after it expired "
+            f"the answer to the interrupt of the tool call {signed.tool_call_id} came after it "
+            "expired "
             f"({iso_utc(signed.expires_at)})"
         )
 

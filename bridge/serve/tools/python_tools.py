@@ -1,6 +1,7 @@
 """Python functions as server tools (README "Server-side tools"): ``python_tool`` describes one
 to the model from its type hints and docstring (through pydantic) and runs it, a sync one on a
-thread; ``requires_approval`` marks one whose calls wait for a person."""
+thread; ``requires_approval`` marks one whose calls wait for a person, ``asks_user`` one that
+asks the person a question first and runs with the answer (``tools.asking``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, TypeVar, get_type_hints
 import pydantic
 import pydantic_core
 
+from bridge.serve.tools.asking import Asking, Question, QuestionError, checked_schema
 from bridge.serve.tools.server_tools import TOOL_NAME, ServerTool, ToolError
 
 #: Threads for sync tools used outside an app (an app has its own, ``--tool-threads``): hung
@@ -33,6 +35,31 @@ def requires_approval(function: _F) -> _F:
     (``@requires_approval`` over the function given to ``create_app(tools=[...])``)."""
     setattr(function, _APPROVAL_MARK, True)
     return function
+
+
+#: The attribute ``asks_user`` sets on a function: its question and the answer's schema.
+_ASKING_MARK = "__agui_asks_user__"
+#: The parameter an asking tool gets the answer in (kept out of the model's schema).
+ANSWER = "answer"
+
+
+def asks_user(
+    question: str | Callable[..., str], schema: dict[str, Any] | None = None
+) -> Callable[[_F], _F]:
+    """Mark a Python tool as one that asks the person before each call runs: the run ends
+    with an ``input_required`` interrupt asking ``question`` (a string, or a function of the
+    call's arguments that makes one), and the call runs once answered, with the answer, held
+    to ``schema`` (a JSON Schema; none: a line of text), as its ``answer`` parameter. The
+    model does not see ``answer``; it calls the tool with its other parameters."""
+    checked = checked_schema(schema) if schema is not None else None
+
+    def mark(function: _F) -> _F:
+        if ANSWER not in inspect.signature(function).parameters:
+            raise ValueError(f"tool {function.__name__}: @asks_user needs an 'answer' parameter")
+        setattr(function, _ASKING_MARK, (question, checked))
+        return function
+
+    return mark
 
 
 def python_tool(
@@ -55,7 +82,10 @@ def python_tool(
     summary, documented = _docstring(inspect.getdoc(function) or "")
     hints = get_type_hints(function, include_extras=True)  # Annotated[int, Field(ge=1)]
     fields: dict[str, Any] = {}
+    asking = getattr(function, _ASKING_MARK, None)
     for parameter in inspect.signature(function).parameters.values():
+        if asking is not None and parameter.name == ANSWER:
+            continue  # the person's, not the model's
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise ValueError(f"tool {name}: *args and **kwargs cannot be described to a model")
         default = ... if parameter.default is parameter.empty else parameter.default
@@ -68,12 +98,17 @@ def python_tool(
         prop.pop("title", None)
     is_async = inspect.iscoroutinefunction(function)
 
-    async def invoke(arguments: str) -> str:
+    def validated(arguments: str) -> dict[str, Any]:
         try:
             values = model.model_validate_json(arguments or "{}")
         except pydantic.ValidationError as exc:
             raise ToolError(f"invalid arguments: {_problems(exc)}") from exc
-        kwargs = {key: getattr(values, key) for key in fields}
+        return {key: getattr(values, key) for key in fields}
+
+    async def invoke(arguments: str) -> str:
+        return await called(validated(arguments))
+
+    async def called(kwargs: dict[str, Any]) -> str:
         if is_async:
             result = await function(**kwargs)
         else:
@@ -85,7 +120,23 @@ def python_tool(
             result = await asyncio.get_running_loop().run_in_executor(pool, call)
         return result_text(result)
 
-    return ServerTool(name, summary, schema, invoke, approve=approve)
+    ask = None
+    if asking is not None:
+        text, answer_schema = asking
+
+        def question(arguments: str) -> Question:
+            try:
+                kwargs = validated(arguments)
+            except ToolError as exc:
+                raise QuestionError(str(exc)) from exc
+            message = text(**kwargs) if callable(text) else text
+            return Question(message, answer_schema or {"type": "string"})
+
+        async def answered(arguments: str, answer: Any) -> str:
+            return await called({**validated(arguments), ANSWER: answer})
+
+        ask = Asking(question, answered)
+    return ServerTool(name, summary, schema, invoke, approve=approve, ask=ask)
 
 
 def _shared_threads() -> ThreadPoolExecutor:

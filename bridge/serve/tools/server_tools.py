@@ -18,9 +18,17 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from ag_ui.core import BaseEvent, ContentPart, Tool, ToolCall, ToolCallResultEvent
@@ -31,6 +39,9 @@ from bridge.serve.observe.observation import RunObservation
 from bridge.serve.redact import Redactor
 from bridge.serve.tools.approvals import needs_approval
 from bridge.serve.tools.results import BIG_RESULT, ServerToolResult, parts_size
+
+if TYPE_CHECKING:
+    from bridge.serve.tools.asking import Asking, Question
 
 logger = logging.getLogger("agui_bridge")
 
@@ -58,13 +69,15 @@ class ServerTool:
     """One tool the bridge runs: ``invoke`` takes the call's JSON arguments as the model wrote
     them and returns the text the model reads (or a ``ToolOutput``); it raises ``ToolError``
     for a readable failure. ``approve``: a call waits for a person's approval (as if
-    ``--approve`` named the tool)."""
+    ``--approve`` named the tool). ``ask``: a call asks the person a question and runs with
+    the answer (``tools.asking``), never without one."""
 
     name: str
     description: str
     parameters: dict[str, Any]
     invoke: Callable[[str], Awaitable[str | ToolOutput]]
     approve: bool = False
+    ask: Asking | None = None
 
     def definition(self) -> Tool:
         """The tool as it is offered to the model, beside the frontend's."""
@@ -109,10 +122,24 @@ class ServerTools:
         return [tool.definition() for tool in self._tools.values()]
 
     def waits(self, name: str) -> bool:
-        """Whether a call to this tool waits for a person's approval (not a tool of ours:
-        never: the frontend's tools are the frontend's business)."""
+        """Whether a call to this tool waits for a person: their approval, or their answer
+        to its question (not a tool of ours: never: the frontend's tools are the frontend's
+        business)."""
         tool = self._tools.get(name)
-        return tool is not None and (tool.approve or needs_approval(name, self.approve))
+        if tool is None:
+            return False
+        return tool.approve or tool.ask is not None or needs_approval(name, self.approve)
+
+    def asks(self, name: str) -> bool:
+        """Whether a call to this tool asks the person a question (``tools.asking``)."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.ask is not None
+
+    def question(self, call: ToolCall) -> Question:
+        """The question a call of an asking tool makes; ``QuestionError`` when it makes none."""
+        ask = self._tools[call.function.name].ask
+        assert ask is not None
+        return ask.question(call.function.arguments)
 
     def gated(self, name: str) -> bool:
         """Whether a server tool, by the name it is or would be offered under, waits for a
@@ -177,6 +204,7 @@ class ServerTools:
         observe: RunObservation | None = None,
         *,
         parts: bool = True,
+        answers: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[ToolCallResultEvent, None]:
         """Run the calls in parallel, at most ``max_parallel`` at once (the others wait their
         turn, in order); yield each one's result as it comes, and results that came together
@@ -184,15 +212,17 @@ class ServerTools:
         and their deltas must reach the client in that order). Leaving early (the client went
         away) cancels the calls still running, and the waiting ones never start. ``observe``:
         the run's telemetry, told of each call; ``parts``: the client takes results as content
-        parts (AG-UI 1.0; a 0.0.x client holds a result as text only)."""
+        parts (AG-UI 1.0; a 0.0.x client holds a result as text only); ``answers``: the
+        person's answers to the calls that asked, by call id (those run with theirs)."""
         waiting = iter(calls)
+        answered = answers or {}
         tasks: set[asyncio.Task[ToolCallResultEvent]] = set()
         order: dict[asyncio.Task[ToolCallResultEvent], int] = {}
         try:
-            tasks.update(self._start(waiting, self.max_parallel, observe, parts, order))
+            tasks.update(self._start(waiting, self.max_parallel, observe, parts, order, answered))
             while tasks:
                 done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                tasks.update(self._start(waiting, len(done), observe, parts, order))
+                tasks.update(self._start(waiting, len(done), observe, parts, order, answered))
                 for task in sorted(done, key=order.__getitem__):
                     yield task.result()
         finally:
@@ -208,24 +238,34 @@ class ServerTools:
         observe: RunObservation | None,
         parts: bool,
         order: dict[asyncio.Task[ToolCallResultEvent], int],
+        answers: Mapping[str, Any],
     ) -> Iterator[asyncio.Task[ToolCallResultEvent]]:
         """Start the next ``count`` calls, each task numbered in ``order`` as it is made."""
         for _, call in zip(range(count), waiting, strict=False):
-            task = asyncio.create_task(self._result(call, observe, parts))
+            task = asyncio.create_task(self._result(call, observe, parts, answers))
             order[task] = len(order)
             yield task
 
     async def _result(
-        self, call: ToolCall, observe: RunObservation | None, parts: bool
+        self,
+        call: ToolCall,
+        observe: RunObservation | None,
+        parts: bool,
+        answers: Mapping[str, Any],
     ) -> ToolCallResultEvent:
         name = call.function.name
+        tool = self._tools[name]
         watch = observe.tool(call) if observe is not None else None
         outcome: ToolOutcome = "error"
         after: tuple[BaseEvent, ...] = ()
         content_parts: tuple[ContentPart, ...] = ()
         try:
             async with asyncio.timeout(self.timeout):
-                output = await self._tools[name].invoke(call.function.arguments)
+                output: str | ToolOutput
+                if tool.ask is not None and call.id in answers:
+                    output = await tool.ask.answered(call.function.arguments, answers[call.id])
+                else:
+                    output = await tool.invoke(call.function.arguments)
             content, outcome = output if isinstance(output, str) else output.text, "ok"
             if isinstance(output, ToolOutput):
                 after = output.after

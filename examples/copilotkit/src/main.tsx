@@ -12,7 +12,8 @@
 //
 // A server tool under approval (`agui-bridge … --approve PATTERN`, or `@requires_approval`) ends
 // the run with an AG-UI interrupt; `useInterrupt` shows an approval card for it, and Approve /
-// Deny resumes the interrupted run.
+// Deny resumes the interrupted run. A server tool that asks the person (`--ask-user`) ends it
+// with an "input_required" interrupt: a form from its schema (src/question_card.tsx).
 //
 // The chat takes attachments (its "+" menu, drop or paste): images, PDFs, text files and audio up
 // to 5 MB each, sent as AG-UI parts of the user message; a file it refuses is said under the
@@ -45,6 +46,7 @@ import {
   type ReportedError,
   WIRING_PROPS,
 } from "./shell";
+import { Questions } from "./question_card";
 import { StatePage } from "./state_page";
 
 type ToolCall = { name: string; args: Record<string, unknown> };
@@ -387,6 +389,7 @@ function App() {
       <FrontendTools />
       <BridgeResults />
       <Approvals />
+      <Questions />
       <div className="page">
         <Header title="agui-bridge × CopilotKit" />
         <ErrorBanners errors={errors} />
