@@ -160,7 +160,12 @@ def test_a_call_under_approval_ends_the_run_with_an_interrupt(protocol: str | No
     assert interrupt["responseSchema"] == RESPONSE_SCHEMA
     expires = time.mktime(time.strptime(interrupt["expiresAt"], "%Y-%m-%dT%H:%M:%SZ"))
     assert 890 <= expires - time.timezone - before <= 901
-    assert caps["humanInTheLoop"] == {"interrupts": True, "approveWithEdits": True}
+    assert caps["humanInTheLoop"] == {
+        "supported": True,
+        "approvals": True,
+        "interrupts": True,
+        "approveWithEdits": True,
+    }
     assert first["threadId"] == finished["threadId"]
 
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from threads.fold_node import CLIENTS, node
 
@@ -119,6 +120,7 @@ def test_ask_user_ends_the_run_with_an_input_required_interrupt_and_the_answer_i
     """Point 4: the interrupt carries the question, its schema and the call; the answer is the
     call's result, the model reads it, and goes on."""
     with bridge(asks(), says("Booked.")) as (url, model):
+        caps = httpx.get(f"{url}/capabilities").json()
         first, frames = asked(url)
         finished = frames[-1]
         assert finished["type"] == "RUN_FINISHED"
@@ -136,6 +138,14 @@ def test_ask_user_ends_the_run_with_an_input_required_interrupt_and_the_answer_i
     [tool] = [m for m in sent if m["role"] == "tool"]
     assert (tool["tool_call_id"], json.loads(tool["content"])) == ("call-ask", GOOD)
     assert "Booked." in "".join(f.get("delta", "") for f in answered)
+    # The capabilities say a person is asked (interrupts), though nothing waits for approval.
+    assert caps["humanInTheLoop"] == {
+        "supported": True,
+        "approvals": False,
+        "interrupts": True,
+        "approveWithEdits": False,
+    }
+    assert "ask_user" in [tool["name"] for tool in caps["tools"]["items"]]
 
 
 def test_a_text_question_without_a_schema_takes_text() -> None:

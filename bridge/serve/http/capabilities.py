@@ -84,7 +84,7 @@ def capabilities(
         preserve = preserve if isinstance(preserve, bool) else None
         custom["llamaCpp"] = {"supportsPreserveReasoning": preserve}
     threads = config.threads is not None
-    approvals = tools.any_waits
+    approvals, asking = tools.any_approvals, tools.any_asks
     described = AgentCapabilities(
         identity=IdentityCapabilities(
             name="agui-bridge",
@@ -123,11 +123,12 @@ def capabilities(
             max_execution_time=round(config.run_timeout * 1000) if threads else None,
         ),
         # Server tools under approval end a run with an interrupt; the answer may edit the
-        # arguments (editedArgs).
+        # arguments (editedArgs); a tool that asks the person (ask_user, @asks_user) ends it
+        # with an input_required interrupt, its answer checked against the question's schema.
         human_in_the_loop=HumanInTheLoopCapabilities(
-            supported=True, approvals=True, interrupts=True, approve_with_edits=True
+            supported=True, approvals=approvals, interrupts=True, approve_with_edits=approvals
         )
-        if approvals
+        if approvals or asking
         else None,
         custom=custom,
     )

@@ -151,6 +151,15 @@ class ServerTools:
     def any_waits(self) -> bool:
         return any(self.waits(name) for name in self._tools)
 
+    @property
+    def any_approvals(self) -> bool:
+        """Whether a call of some tool waits for a person's approval (not for an answer)."""
+        return any(self.waits(name) and not self.asks(name) for name in self._tools)
+
+    @property
+    def any_asks(self) -> bool:
+        return any(self.asks(name) for name in self._tools)
+
     def invalid_arguments(self, name: str, arguments: str) -> str | None:
         """What is wrong with ``arguments`` for this tool by its JSON schema (a person's
         edit of a call), or ``None``. Python tools check their own arguments again (pydantic,
