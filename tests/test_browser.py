@@ -253,8 +253,52 @@ def test_demo_page_threads_in_chromium() -> None:
     check_tap(output, "the threads browser test", 4)
 
 
+def test_demo_page_talks_to_either_agent_in_chromium(tmp_path: Path) -> None:
+    """Issue 43, "done when": one ``bridge.toml`` with two agents, their instructions and (for
+    one) ``ask_user``, served by ``agui-bridge serve --config bridge.toml --web-demo``: the page
+    lists both (``GET /agents``), talks to the first, then to the one picked, whose question it
+    shows as a form and answers (``tests/browser/demo-agents.test.mjs``); each agent's requests
+    upstream begin with its own instructions."""
+    node = require_node(WHY)
+    require_chromium()
+    _build_web_demo()
+    _npm_install(BROWSER_TESTS, BROWSER_TESTS / "node_modules" / "playwright-core" / "package.json")
+    upstream_app = create_scripted_upstream(pace=FAST_PACE)
+    with serve(upstream_app) as upstream:
+        config = tmp_path / "bridge.toml"
+        config.write_text(
+            f'upstream-url = "{upstream}/v1"\n'
+            f'model = "{DEFAULT_SCRIPTED_MODEL}"\n'
+            "[agents.sales]\n"
+            'instructions = "You are the sales desk."\n'
+            "[agents.support]\n"
+            'instructions = "You are the support desk."\n'
+            "ask-user = true\n"
+        )
+        with _bridge(
+            "agents", "serve", "--config", str(config), "--web-demo", health="sales/health"
+        ) as url:
+            listed = httpx.get(f"{url}agents").json()
+            output = run(
+                [node, "--test", "--test-reporter=tap", "demo-agents.test.mjs"],
+                cwd=BROWSER_TESTS,
+                env={**os.environ, "AGENTS_URL": url},
+                timeout=240,
+                what="the agents browser test",
+            )
+    check_tap(output, "the agents browser test")
+    assert listed == {
+        "agents": [{"name": "sales", "path": "/sales"}, {"name": "support", "path": "/support"}]
+    }
+    firsts = [request["messages"][0] for request in upstream_app.state.requests]
+    assert firsts[0] == {"role": "system", "content": "You are the sales desk."}
+    assert firsts[1:] == [{"role": "system", "content": "You are the support desk."}] * 2
+
+
 @contextmanager
-def _bridge(name: str, *args: str, auth_token: str | None = None) -> Iterator[str]:
+def _bridge(
+    name: str, *args: str, auth_token: str | None = None, health: str = "agent/health"
+) -> Iterator[str]:
     """``python -m bridge <args>`` on a free port until the block ends; yields its base URL.
 
     It requires ``auth_token`` when one is given, and only then, whatever the environment says.
@@ -269,7 +313,7 @@ def _bridge(name: str, *args: str, auth_token: str | None = None) -> Iterator[st
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             url = f"http://127.0.0.1:{port}/"
-            _wait_until_serving(process, url, log)
+            _wait_until_serving(process, url, log, health)
             yield url
         finally:
             stop(process)
@@ -282,7 +326,9 @@ def _log_file(name: str) -> Iterator[IO[bytes]]:
         yield log
 
 
-def _wait_until_serving(process: subprocess.Popen[bytes], url: str, log: IO[bytes]) -> None:
+def _wait_until_serving(
+    process: subprocess.Popen[bytes], url: str, log: IO[bytes], health: str
+) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -292,7 +338,7 @@ def _wait_until_serving(process: subprocess.Popen[bytes], url: str, log: IO[byte
                 f"{process.args} exited with {process.returncode}:\n{output}", pytrace=False
             )
         try:
-            if httpx.get(f"{url}agent/health", timeout=1).status_code == 200:
+            if httpx.get(f"{url}{health}", timeout=1).status_code == 200:
                 return
         except httpx.TransportError:
             pass

@@ -22,12 +22,14 @@ from typing import Any
 import uvicorn
 import uvicorn.logging
 from starlette.applications import Starlette
-from starlette.responses import HTMLResponse
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Lifespan
 
 import bridge
+from bridge.core.errors import InvalidRunInputError
 from bridge.serve.http.app import mount
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.scrape import scrape
@@ -117,14 +119,16 @@ def server_for(
     started: Callable[[], None] | None = None,
 ) -> GracefulServer:
     """The server of one process: each agent at its path (``/metrics`` at the root too, with
-    ``--metrics``), ``extra``, the page or a plain index at ``/``."""
+    ``--metrics``), ``GET /agents`` (which the page reads), ``extra``, the page or a plain
+    index at ``/``."""
     home: BaseRoute = page if page is not None else Route("/", _index)
     bridges: list[Bridge] = [app.state.bridge for _, app in apps]
     metered = [agent for agent in bridges if agent.config.metrics]
     if metered:  # where scrapers look first, as well as /agent/metrics
         extra = [Route("/metrics", partial(scrape, metered[0]), methods=["GET"]), *extra]
     routes: list[BaseRoute] = [route for path, app in apps for route in mount(path, app)]
-    parent = Starlette(routes=[*routes, *extra, home], lifespan=_lifespans(apps))
+    listed = Route("/agents", partial(_agents, apps), methods=["GET"])
+    parent = Starlette(routes=[*routes, listed, *extra, home], lifespan=_lifespans(apps))
     config = uvicorn.Config(
         parent,
         host=args.host,
@@ -238,6 +242,20 @@ class GracefulServer(uvicorn.Server):
         for agent in self._bridges:
             agent.begin_shutdown(self._grace)
         super().handle_exit(sig, frame)
+
+
+async def _agents(apps: Sequence[tuple[str, Starlette]], request: Request) -> JSONResponse:
+    """The agents the caller may talk to (each checks its own ``--auth-token``), in the file's
+    order: ``{"agents": [{"name": "sales", "path": "/sales"}, …]}``."""
+    shown = []
+    for path, app in apps:
+        agent: Bridge = app.state.bridge
+        try:
+            agent.authorize(request)
+        except InvalidRunInputError:
+            continue
+        shown.append({"name": path.strip("/"), "path": path})
+    return JSONResponse({"agents": shown}, headers={"Cache-Control": "no-store"})
 
 
 async def _index(request: object) -> HTMLResponse:

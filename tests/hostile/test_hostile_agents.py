@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL
@@ -137,3 +138,30 @@ def test_a_wrong_agent_table_stops_the_start_naming_it(
     assert done.returncode == 2 and done.stdout == ""
     [said] = done.stderr.strip().split("\n")
     assert says in said, said
+
+
+def test_agents_are_listed_to_those_each_lets_in(tmp_path: Path) -> None:
+    """Promise: ``GET /agents`` (what the demo page reads to show a picker) lists, in the
+    file's order, the agents the caller may talk to: one behind its own ``auth-token`` only to
+    a caller with it, and none to a wrong one."""
+    with serve(TappedUpstream()) as first, serve(TappedUpstream()) as second:
+        path = _file(tmp_path, first, second)
+        path.write_text(
+            path.read_text().replace(
+                "[agents.support]\n", '[agents.support]\nauth-token = "Sup9Tq4Lm7Zx2Wv8"\n'
+            )
+        )
+        with serving("--config", str(path), cwd=tmp_path, env=environment()) as bridge:
+            anyone = httpx.get(f"{bridge.url}/agents").json()
+            wrong = httpx.get(f"{bridge.url}/agents", headers={"Authorization": "Bearer nope"})
+            let_in = httpx.get(
+                f"{bridge.url}/agents", headers={"Authorization": "Bearer Sup9Tq4Lm7Zx2Wv8"}
+            ).json()
+    assert [a["name"] for a in anyone["agents"]] == ["sales", "billing"]
+    assert [a["name"] for a in wrong.json()["agents"]] == ["sales", "billing"]
+    assert let_in["agents"] == [
+        {"name": "sales", "path": "/sales"},
+        {"name": "support", "path": "/support"},
+        {"name": "billing", "path": "/billing"},
+    ]
+    assert "Sup9Tq4Lm7Zx2Wv8" not in wrong.text

@@ -1,6 +1,8 @@
 // The page: wires the composer, the model picker, the banner, the usage line, the event
-// inspector and (when the bridge keeps threads) the thread list to one Chat. The agent is at
-// /agent on the server that served this page.
+// inspector and (when the bridge keeps threads) the thread list to one Chat. The agent is one
+// the server that served this page lists at /agents (`agui-bridge serve --config` with
+// [agents.NAME] tables serves several: a picker shows, and the address's ?agent=NAME says which),
+// or /agent.
 
 import type { TokenUsage } from "@ag-ui/client";
 
@@ -14,8 +16,6 @@ import { Threads } from "./threads";
 import { resetBackground } from "./tools";
 import { ConversationView } from "./view";
 
-const AGENT_URL = new URL("/agent", location.href);
-const CAPABILITIES_URL = new URL("/agent/capabilities", location.href);
 const TOKEN_KEY = "agui-bridge-token";
 /** The URL's fragment: `token=…` (taken out at once) and `thread=…` (the thread shown). */
 const FRAGMENT = new URLSearchParams(location.hash.slice(1));
@@ -42,6 +42,37 @@ function showFragment(): void {
   history.replaceState(null, "", address);
 }
 const AUTH_HEADERS = authHeaders();
+
+interface Agent {
+  name: string;
+  path: string;
+}
+/** The one agent of a bridge that lists none (an older one): at /agent. */
+const ONLY_AGENT: Agent = { name: "agent", path: "/agent" };
+
+/** The agents the server lists (GET /agents), or /agent alone when it lists none. */
+async function listAgents(): Promise<Agent[]> {
+  try {
+    const response = await fetch(new URL("/agents", location.href), {
+      headers: { Accept: "application/json", ...AUTH_HEADERS },
+    });
+    const body: unknown = await response.json().catch(() => undefined);
+    const listed = response.ok && isRecord(body) && Array.isArray(body.agents) ? body.agents : [];
+    const agents = listed.filter(
+      (agent): agent is Agent =>
+        isRecord(agent) && typeof agent.name === "string" && typeof agent.path === "string",
+    );
+    return agents.length ? agents : [ONLY_AGENT];
+  } catch {
+    return [ONLY_AGENT];
+  }
+}
+
+const AGENTS = await listAgents();
+const ASKED_AGENT = new URLSearchParams(location.search).get("agent");
+const AGENT = AGENTS.find((agent) => agent.name === ASKED_AGENT) ?? AGENTS[0] ?? ONLY_AGENT;
+const AGENT_URL = new URL(AGENT.path, location.href);
+const CAPABILITIES_URL = new URL(`${AGENT.path}/capabilities`, location.href);
 /** The thread the address names (a reload): opened once the bridge says it keeps threads. */
 const GIVEN_THREAD = FRAGMENT.get("thread") ?? undefined;
 
@@ -51,6 +82,7 @@ const composer = byId("composer", HTMLFormElement);
 const sendButton = byId("send", HTMLButtonElement);
 const stopButton = byId("stop", HTMLButtonElement);
 const modelPicker = byId("model", HTMLSelectElement);
+const agentPicker = byId("agent", HTMLSelectElement);
 const banner = byId("banner", HTMLElement);
 const runStatus = byId("run-status", HTMLElement);
 const usageLine = byId("usage", HTMLElement);
@@ -101,6 +133,7 @@ const chat = new Chat(
       runStatus.dataset.state = on ? "running" : "idle";
       runStatus.textContent = on ? "Running… (Esc stops)" : "Ready";
       modelPicker.disabled = on;
+      agentPicker.disabled = on;
       threadPanel.busy = on;
       if (!on && document.activeElement === document.body) prompt.focus();
     },
@@ -304,3 +337,14 @@ void loadCapabilities().then((kept) => {
   if (kept) startThreads();
 });
 prompt.focus();
+
+/** Several agents: a picker, which opens the page again on the one chosen (its own threads,
+ * models and capabilities; the thread shown is this agent's, so it is not carried over). */
+if (AGENTS.length > 1) {
+  agentPicker.replaceChildren(...AGENTS.map((agent) => new Option(agent.name, agent.name)));
+  agentPicker.value = AGENT.name;
+  byId("agent-picker-label", HTMLElement).hidden = false;
+  agentPicker.addEventListener("change", () => {
+    location.assign(`${location.pathname}?agent=${encodeURIComponent(agentPicker.value)}`);
+  });
+}
