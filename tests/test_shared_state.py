@@ -162,16 +162,22 @@ def test_without_shared_state_or_without_a_state_object_there_is_no_tool_and_no_
     assert not {"STATE_DELTA", "STATE_SNAPSHOT"} & set(kinds(listed))
 
 
-def test_predict_state_opens_every_run_right_after_run_started() -> None:
+def test_predict_state_opens_every_model_step() -> None:
+    """PredictState goes first in each model step (CopilotKit's converter forgets it at every
+    step's start and end), right after the step's STEP_STARTED."""
     predicted = (("document", "write_document", "document"), ("title", "write_document", "title"))
     for shared in (True, False):
         frames, _ = run_with({}, "Hello", shared_state=shared, predict_state=predicted)
-        assert kinds(frames)[:2] == ["RUN_STARTED", "CUSTOM"]
-        assert frames[1]["name"] == "PredictState"
-        assert frames[1]["value"] == [
+        assert kinds(frames)[:3] == ["RUN_STARTED", "STEP_STARTED", "CUSTOM"]
+        assert frames[1]["stepName"] == "model"
+        assert frames[2]["name"] == "PredictState"
+        assert frames[2]["value"] == [
             {"state_key": "document", "tool": "write_document", "tool_argument": "document"},
             {"state_key": "title", "tool": "write_document", "tool_argument": "title"},
         ]
+        steps = [i for i, frame in enumerate(frames) if frame["type"] == "STEP_STARTED"]
+        models = [i for i in steps if frames[i]["stepName"] == "model"]
+        assert all(frames[i + 1].get("name") == "PredictState" for i in models)
 
 
 def test_a_run_that_fails_after_an_edit_ends_with_its_snapshot_before_run_error() -> None:
