@@ -57,6 +57,14 @@ class RedisServer:
             stop(self._process)
             self._process = None
 
+    def __enter__(self) -> RedisServer:
+        """Started for the block, stopped after it (``with RedisServer(folder) as redis``)."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _answers(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:

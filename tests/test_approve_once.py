@@ -67,12 +67,8 @@ def _nothing_sent() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 STORES = ["memory", "file", "redis"]

@@ -29,3 +29,16 @@ export const TWO_CLICKS = {
     await button.page().mouse.click(x, y);
   },
 };
+
+/** What the page logs as an error or a warning, and its uncaught exceptions, as they come: every
+ * page under test must run without any. */
+export function problemsOf(page) {
+  const problems = [];
+  page.on("console", (message) => {
+    if (message.type() === "error" || message.type() === "warning") {
+      problems.push(`console.${message.type()}: ${message.text()}`);
+    }
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  return problems;
+}

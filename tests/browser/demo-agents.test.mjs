@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, problemsOf } from "./chromium.mjs";
 
 const AGENTS_URL = process.env.AGENTS_URL;
 if (!AGENTS_URL) throw new Error("set AGENTS_URL (see the comment at the top of this file)");
@@ -45,14 +45,8 @@ async function send(page, text) {
 test("two agents: the picker lists them, each run goes to the one picked, its question answered", async () => {
   const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const page = await context.newPage();
-  const problems = [];
   const posted = [];
-  page.on("console", (message) => {
-    if (message.type() === "error" || message.type() === "warning") {
-      problems.push(`console.${message.type()}: ${message.text()}`);
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  const problems = problemsOf(page);
   page.on("request", (request) => {
     if (request.method() === "POST") posted.push(new URL(request.url()).pathname);
   });

@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, problemsOf } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -37,14 +37,8 @@ after(async () => {
 async function openPage(url) {
   const context = await browser.newContext({ viewport: DESKTOP });
   const page = await context.newPage();
-  const problems = [];
   const resumes = [];
-  page.on("console", (message) => {
-    if (message.type() === "error" || message.type() === "warning") {
-      problems.push(`console.${message.type()}: ${message.text()}`);
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  const problems = problemsOf(page);
   page.on("request", (request) => {
     const body = request.method() === "POST" ? request.postDataJSON?.() : undefined;
     if (body?.resume) resumes.push(body.resume);

@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
 import { AUDIO, base64, humanSize, IMAGE, PDF, TEXT } from "./attachments.mjs";
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, problemsOf } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -40,13 +40,7 @@ after(async () => {
 async function openPage(url = DEMO_URL) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const page = await context.newPage();
-  const problems = [];
-  page.on("console", (message) => {
-    if (message.type() === "error" || message.type() === "warning") {
-      problems.push(`console.${message.type()}: ${message.text()}`);
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  const problems = problemsOf(page);
   const posted = [];
   page.on("request", (request) => {
     if (request.method() === "POST" && new URL(request.url()).pathname === "/agent") {

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, problemsOf } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -40,15 +40,9 @@ after(async () => {
 async function openPage(url) {
   const context = await browser.newContext({ viewport: DESKTOP });
   const page = await context.newPage();
-  const problems = [];
   const requests = [];
   page.on("request", (request) => requests.push(`${request.method()} ${request.url()}`));
-  page.on("console", (message) => {
-    if (message.type() === "error" || message.type() === "warning") {
-      problems.push(`console.${message.type()}: ${message.text()}`);
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  const problems = problemsOf(page);
   await page.goto(url);
   await ready(page);
   return { page, problems, requests, close: () => context.close() };

@@ -19,7 +19,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { launchChromium, TWO_CLICKS } from "./chromium.mjs";
+import { TWO_CLICKS, launchChromium, problemsOf } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -108,13 +108,7 @@ after(async () => {
 async function openPage(url, { models = true } = {}) {
   const context = await browser.newContext({ viewport: DESKTOP });
   const page = await context.newPage();
-  const problems = [];
-  page.on("console", (message) => {
-    if (message.type() === "error" || message.type() === "warning") {
-      problems.push(`console.${message.type()}: ${message.text()}`);
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+  const problems = problemsOf(page);
   await page.addInitScript(watchThinking);
   await page.addInitScript(watchSteps);
   await page.goto(url);

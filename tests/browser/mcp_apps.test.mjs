@@ -14,7 +14,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, problemsOf } from "./chromium.mjs";
 
 const env = (name) => {
   const value = process.env[name];
@@ -41,13 +41,7 @@ test("an MCP App's tool shows a card, and Open widget shows its HTML sandboxed",
   const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   try {
     const page = await context.newPage();
-    const problems = [];
-    page.on("console", (message) => {
-      if (message.type() === "error" || message.type() === "warning") {
-        problems.push(`console.${message.type()}: ${message.text()}`);
-      }
-    });
-    page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+    const problems = problemsOf(page);
     const agentRuns = [];
     page.on("request", (request) => {
       if (request.method() === "POST" && new URL(request.url()).pathname === "/agent") {

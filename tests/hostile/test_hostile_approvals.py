@@ -287,12 +287,8 @@ def test_a_widget_runs_no_tool_its_server_keeps_from_it(
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
+    with RedisServer(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_a_claim_whose_reply_was_lost_runs_its_call_once(redis: RedisServer) -> None:

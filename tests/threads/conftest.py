@@ -21,9 +21,5 @@ from redis_server import RedisServer  # noqa: E402  (found on the path put above
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A real ``redis-server`` for a module's tests."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
         yield server
-    finally:
-        server.stop()

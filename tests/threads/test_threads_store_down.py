@@ -37,12 +37,8 @@ MEDIUM = fault_model("ok", n=N, delay=0.03)
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
+    with RedisServer(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _said(frames: list[dict[str, Any]]) -> str:

@@ -56,10 +56,7 @@ class EndedRun:
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, list[str]]]:
         """Every frame after ``after``; ``RunGoneError`` when those were let go."""
         if after < self.base:
-            raise RunGoneError(
-                f"the run {self.run_id!r} passed --max-thread-bytes: the events this client "
-                "had not taken yet were let go"
-            )
+            raise RunGoneError.of(self.run_id)
         if after < self.last:
             yield after + 1, list(self.frames[after - self.base :])
 

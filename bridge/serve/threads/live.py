@@ -76,6 +76,13 @@ class RunGoneError(BridgeError):
 
     code = "run_not_kept"
 
+    @classmethod
+    def of(cls, run_id: str) -> RunGoneError:
+        return cls(
+            f"the run {run_id!r} passed --max-thread-bytes: the events this client had not "
+            "taken yet were let go"
+        )
+
 
 #: Writes the run's last events through its own writer (redacted, shaped for its client).
 EndWith = Callable[[Sequence[BaseEvent]], None]
@@ -206,10 +213,7 @@ class LiveRun:
                 end = self.last
                 if taken < end:
                     if taken < self._base:
-                        raise RunGoneError(
-                            f"the run {self.run_id!r} passed --max-thread-bytes: the events "
-                            "this client had not taken yet were let go"
-                        )
+                        raise RunGoneError.of(self.run_id)
                     chunk = self._frames[taken - self._base :]
                     first, taken = taken + 1, end
                     self._followers[key] = taken

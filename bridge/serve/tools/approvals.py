@@ -227,9 +227,13 @@ def read_resume(
             answers[call.id] = Decision(call, "cancelled", question=asked)
             continue
         _check_expiry(signed, now)
-        decided = Decision(call, "answered", answer=entry.payload, question=True)
+        decided = (
+            Decision(call, "answered", answer=entry.payload, question=True)
+            if asked
+            else decision_from(call, entry.payload)
+        )
         answers[call.id] = replace(
-            decided if asked else decision_from(call, entry.payload),
+            decided,
             interrupt_id=entry.interrupt_id,
             expires_at=signed.expires_at,
         )
@@ -303,8 +307,7 @@ def _check_expiry(signed: SignedInterrupt, now: datetime) -> None:
     if _seconds(now) >= int(signed.expires_at.timestamp()):
         raise InterruptExpiredError(
             f"the answer to the interrupt of the tool call {signed.tool_call_id} came after it "
-            "expired "
-            f"({iso_utc(signed.expires_at)})"
+            f"expired ({iso_utc(signed.expires_at)})"
         )
 
 
