@@ -30,6 +30,7 @@ why. Arguments stream as the model writes them, in any key order.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -73,11 +74,13 @@ class TextToolCalls:
             if isinstance(tool_names, Mapping)
             else {name: {} for name in tool_names}
         )
-        self._ctx = FormatContext(self._next_index, tools, frozenset(formats), calls)
+        # The calls' indexes: a counter of their own, not a method of the filter's (the
+        # context would hold the filter that holds it: a cycle for the garbage collector).
+        indexes = itertools.count(TEXT_CALL_INDEX_BASE).__next__
+        self._ctx = FormatContext(indexes, tools, frozenset(formats), calls)
         self._started = False  # some text (or a call) came: start-only markers no longer apply
         self._held = ""
         self._body: Body | None = None
-        self._index = TEXT_CALL_INDEX_BASE - 1
 
     def plain_text_stops(self) -> frozenset[str] | None:
         """While the filter is in answer text with nothing held: the characters its markers
@@ -133,6 +136,3 @@ class TextToolCalls:
             self._body = None
         return out
 
-    def _next_index(self) -> int:
-        self._index += 1
-        return self._index

@@ -96,9 +96,16 @@ class BridgeApp(Starlette):
         self._own_middleware = len(middleware)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and len(self.user_middleware) == self._own_middleware:
-            scope[SERVER_SEND] = send
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http" or len(self.user_middleware) != self._own_middleware:
+            await super().__call__(scope, receive, send)
+            return
+        scope[SERVER_SEND] = send
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # The server's send is its request's bound method: left in the scope, the request
+            # would hold itself (a cycle for the garbage collector, each request).
+            scope.pop(SERVER_SEND, None)
 
 
 def mount(path: str, app: Starlette) -> list[BaseRoute]:

@@ -115,28 +115,40 @@ class EventStreamResponse(Response):
         # the watchers' task group: anyio's wraps it in two more.
         sink = self._sink = FrameSink(send)
         pump = self._pump_task = asyncio.create_task(self._pump(sink))
+
+        async def watch_disconnect() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = self.client_gone = True
+            self._end_pump()
+
+        # Plain asyncio tasks, cancelled once the pump is done: an anyio task group's cancel
+        # leaves each of its tasks' CancelledError in a reference cycle (with the frame that
+        # read it), three a response, for the garbage collector.
+        watchers = [
+            asyncio.create_task(watch_disconnect()),
+            asyncio.create_task(self._keep_alive(send, sink)),
+        ]
+        if self._stop is not None:
+            watchers.append(asyncio.create_task(self._stop_producing(self._stop)))
+        watcher_failure: BaseException | None = None
         try:
-            async with anyio.create_task_group() as tasks:
-                watch = tasks.cancel_scope
-                pump.add_done_callback(lambda _: watch.cancel())  # nothing more to watch for
-
-                async def watch_disconnect() -> None:
-                    nonlocal gone
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    gone = self.client_gone = True
-                    watch.cancel()
-                    self._end_pump()
-
-                tasks.start_soon(watch_disconnect)
-                if self._stop is not None:
-                    tasks.start_soon(self._stop_producing, self._stop)
-                tasks.start_soon(self._keep_alive, send, sink)
+            waiting = {pump, *watchers}
+            while not pump.done():
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for task in done - {pump}:
+                    if not task.cancelled() and task.exception() is not None:
+                        watcher_failure = task.exception()
+                        self._end_pump()
         finally:
+            for task in watchers:
+                task.cancel()
             if not pump.done():  # the request's task cancelled: the pump goes with it
                 pump.cancel()
             await asyncio.wait([pump])  # the run is the pump's until it ends
             failure = None if pump.cancelled() else pump.exception()
+            failure = failure or watcher_failure
         try:
             if failure is not None:
                 raise failure

@@ -171,7 +171,7 @@ class UpstreamClient:
         except TRANSPORT_ERRORS as exc:
             raise self._failures.translate(exc) from exc
         finally:
-            await response.aclose()
+            await _close(response)
 
     async def stream(
         self,
@@ -254,7 +254,7 @@ class UpstreamClient:
             except TRANSPORT_ERRORS as exc:
                 raise self._failures.translate(exc) from exc
             finally:
-                await response.aclose()
+                await _close(response)
             if "stream_options" in body and "stream_options" in error.message:
                 body = {key: value for key, value in body.items() if key != "stream_options"}
                 continue
@@ -338,7 +338,7 @@ class UpstreamClient:
                         )
                     raw = await read_whole(response, limit, what)
                 finally:
-                    await response.aclose()
+                    await _close(response)
         except TRANSPORT_ERRORS as exc:
             if deadline.expired():
                 raise UpstreamTimeoutError(
@@ -351,6 +351,20 @@ class UpstreamClient:
             return parse_json(raw)
         except ValueError:
             return None
+
+
+#: What a closed response's stream becomes (``_close``).
+_CLOSED = httpx.ByteStream(b"")
+
+
+async def _close(response: httpx.Response) -> None:
+    """Close the response, then let go of its stream: httpx's stream holds the response that
+    holds it, a reference cycle that would keep the request (its body) and the response alive
+    until the garbage collector runs, and cost it a pass, each request."""
+    try:
+        await response.aclose()
+    finally:
+        response.stream = _CLOSED
 
 
 def _charset(response: httpx.Response) -> str | None:
