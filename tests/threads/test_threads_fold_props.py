@@ -112,3 +112,37 @@ def test_every_delta_is_held_once_in_order_and_open_ends_close_the_run(
     # One message per text, reasoning and call without a parent, in the order they opened.
     own = [k for k, t in made.items() if t["kind"] != "call" or t["parent"] is None]
     assert [m["id"] for m in messages] == ["u", *own]
+
+
+#: Events a run's deltas may be mixed with: deltas the verifier refuses (to nothing open, with a
+#: delta not text), one with metadata, an early end, a frame that is not JSON.
+NOISE = st.sampled_from(
+    [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nobody", "delta": "x"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call-1", "delta": 5},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "text-0", "delta": "m", "metadata": {"a": 1}},
+        {"type": "REASONING_MESSAGE_CONTENT", "messageId": "reasoning-0", "delta": ["no"]},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+        "not json",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(STEPS, max_size=60), st.lists(st.tuples(st.integers(0, 200), NOISE), max_size=6))
+def test_frames_applied_together_hold_what_each_applied_alone_holds(
+    steps: list[tuple[str, Any, Any]], noise: list[tuple[int, Any]]
+) -> None:
+    """``apply_frames`` (deltas in a row applied as one) ends where ``apply_frame`` on each frame
+    ends: the same messages, state, interrupts, events skipped and end."""
+    events: list[Any] = list(run_of(steps)[0])
+    for at, event in noise:
+        events.insert(at % (len(events) + 1), event)
+    frames = [e if isinstance(e, str) else f"data: {json.dumps(e)}\n\n" for e in events]
+    alone, together = ThreadFold([USER], {}), ThreadFold([USER], {})
+    for frame in frames:
+        alone.apply_frame(frame)
+    together.apply_frames(frames)
+    assert together.messages == alone.messages
+    assert (together.state, together.interrupts) == (alone.state, alone.interrupts)
+    assert (together.skipped, together.ended) == (alone.skipped, alone.ended)

@@ -19,7 +19,7 @@ fields the client's schema does not know (it strips them), the 0.0.x ``THINKING_
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -38,6 +38,15 @@ from bridge.serve.threads.patches import Patches
 from bridge.serve.tools.patch import PatchRefused
 
 _AFTER_THE_END = frozenset({"RUN_STARTED", "RUN_ERROR"})
+#: The events that add a ``delta`` to what one of their fields names. Deltas in a row for one
+#: thing are applied as one (``apply_frames``): the same result, as each would find what the
+#: first found (applying one changes neither what is open nor what is held), so each is applied
+#: or skipped as the first is.
+_DELTAS = {
+    "TEXT_MESSAGE_CONTENT": "messageId",
+    "REASONING_MESSAGE_CONTENT": "messageId",
+    "TOOL_CALL_ARGS": "toolCallId",
+}
 
 
 class _Skip(Exception):
@@ -66,31 +75,6 @@ class ThreadFold:
         self.skipped = 0
         self._patches = Patches()
         self._patches.brought(state)
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
-            "TEXT_MESSAGE_START": self._text_start,
-            "TEXT_MESSAGE_CONTENT": lambda e: self._content(e, TEXT),
-            "TEXT_MESSAGE_END": lambda e: self._end(e, TEXT),
-            "REASONING_MESSAGE_START": self._reasoning_start,
-            "REASONING_MESSAGE_CONTENT": lambda e: self._content(e, REASONING),
-            "REASONING_MESSAGE_END": lambda e: self._end(e, REASONING),
-            "REASONING_START": lambda e: self._open(SPAN, _text(e, "messageId"), e),
-            "REASONING_END": lambda e: self._close(SPAN, _text(e, "messageId")),
-            "REASONING_ENCRYPTED_VALUE": self._encrypted,
-            "TOOL_CALL_START": self._call_start,
-            "TOOL_CALL_ARGS": self._call_args,
-            "TOOL_CALL_END": self._call_end,
-            "TOOL_CALL_RESULT": self._call_result,
-            "STATE_SNAPSHOT": self._state_snapshot,
-            "STATE_DELTA": self._state_delta,
-            "MESSAGES_SNAPSHOT": self._messages_snapshot,
-            "ACTIVITY_SNAPSHOT": self._activity_snapshot,
-            "ACTIVITY_DELTA": self._activity_delta,
-            "STEP_STARTED": lambda e: self._open(STEP, _text(e, "stepName"), e),
-            "STEP_FINISHED": lambda e: self._close(STEP, _text(e, "stepName")),
-            "RUN_STARTED": self._run_started,
-            "RUN_FINISHED": self._run_finished,
-            "RUN_ERROR": self._run_error,
-        }
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -125,20 +109,58 @@ class ThreadFold:
     def apply_frame(self, frame: str) -> None:
         """Apply one SSE frame as the bridge sends it (``data: {json}\\n\\n``; an ``id:`` line
         or comments may be there too); a frame without data changes nothing."""
+        event = self._read(frame)
+        if event is not None:
+            self.apply(event)
+
+    def apply_frames(self, frames: Iterable[str]) -> None:
+        """Apply frames in order, as ``apply_frame`` each would; the deltas in a row for one
+        message or call (nothing but ``type``, its id and ``delta``) are applied as one."""
+        first: dict[str, Any] | None = None  # the first of the deltas in a row
+        deltas: list[str] = []
+        for frame in frames:
+            event = self._read(frame)
+            if event is None:
+                continue
+            if type(event) is dict and len(event) == 3:
+                kind, delta = event.get("type"), event.get("delta")
+                field = _DELTAS.get(kind) if type(kind) is str else None
+                if field is not None and type(delta) is str and type(event.get(field)) is str:
+                    if first is not None and first["type"] == kind and first[field] == event[field]:
+                        deltas.append(delta)
+                        continue
+                    self._apply_joined(first, deltas)
+                    first, deltas = event, [delta]
+                    continue
+            self._apply_joined(first, deltas)
+            first = None
+            self.apply(event)
+        self._apply_joined(first, deltas)
+
+    def _apply_joined(self, first: dict[str, Any] | None, deltas: list[str]) -> None:
+        if first is None:
+            return
+        skipped = self.skipped
+        self.apply(first if len(deltas) == 1 else {**first, "delta": "".join(deltas)})
+        if self.skipped > skipped:
+            self.skipped += len(deltas) - 1  # each was, as the first was
+
+    def _read(self, frame: str) -> Any:
+        """The frame's event (its JSON), or ``None``: a frame without data, or one that is not
+        JSON (skipped)."""
         if frame.startswith("data: ") and frame.endswith("\n\n") and "\n" not in frame[6:-2]:
             data = frame[6:-2]
         else:
             lines = [line for line in frame.split("\n") if line.startswith("data:")]
             if not lines:
-                return
+                return None
             # SSE: the one space after the colon is not data; data lines join with LF.
             data = "\n".join(line[6:] if line[5:6] == " " else line[5:] for line in lines)
         try:
-            event = orjson.loads(data)
+            return orjson.loads(data)
         except orjson.JSONDecodeError:
             self.skipped += 1
-            return
-        self.apply(event)
+            return None
 
     def apply(self, event: dict[str, Any]) -> None:
         """Apply one event (its JSON, camelCase); the fold changes none of the event's own lists
@@ -147,13 +169,13 @@ class ThreadFold:
         if type(kind) is not str:
             self.skipped += 1  # not an event
             return
-        handler = self._handlers.get(kind)
+        handler = _HANDLERS.get(kind)
         if handler is None:
             return  # one the client applies nothing of (CUSTOM, RAW…)
         try:
             if self._ended and kind not in _AFTER_THE_END:
                 raise _Skip  # the verifier: after the end, only a new run
-            handler(event)
+            handler(self, event)
         except _Skip:
             self.skipped += 1
 
@@ -191,6 +213,30 @@ class ThreadFold:
             raise _Skip
         self._held.append_text(target, "content", delta)
         _merge_metadata(target, e)
+
+    def _text_content(self, e: dict[str, Any]) -> None:
+        self._content(e, TEXT)
+
+    def _text_end(self, e: dict[str, Any]) -> None:
+        self._end(e, TEXT)
+
+    def _reasoning_content(self, e: dict[str, Any]) -> None:
+        self._content(e, REASONING)
+
+    def _reasoning_end(self, e: dict[str, Any]) -> None:
+        self._end(e, REASONING)
+
+    def _span_start(self, e: dict[str, Any]) -> None:
+        self._open(SPAN, _text(e, "messageId"), e)
+
+    def _span_end(self, e: dict[str, Any]) -> None:
+        self._close(SPAN, _text(e, "messageId"))
+
+    def _step_start(self, e: dict[str, Any]) -> None:
+        self._open(STEP, _text(e, "stepName"), e)
+
+    def _step_end(self, e: dict[str, Any]) -> None:
+        self._close(STEP, _text(e, "stepName"))
 
     def _end(self, e: dict[str, Any], kind: str) -> None:
         message_id = _text(e, "messageId")
@@ -359,6 +405,35 @@ class ThreadFold:
     def _close(self, kind: str, key: str) -> None:
         if not self._opened.close(kind, key):
             raise _Skip  # the verifier: not open
+
+
+#: What each event does to the fold (a table of the class's, not each fold's: a fold holding
+#: its own bound methods would be a reference cycle, left to the garbage collector).
+_HANDLERS: dict[str, Callable[[ThreadFold, dict[str, Any]], None]] = {
+    "TEXT_MESSAGE_START": ThreadFold._text_start,
+    "TEXT_MESSAGE_CONTENT": ThreadFold._text_content,
+    "TEXT_MESSAGE_END": ThreadFold._text_end,
+    "REASONING_MESSAGE_START": ThreadFold._reasoning_start,
+    "REASONING_MESSAGE_CONTENT": ThreadFold._reasoning_content,
+    "REASONING_MESSAGE_END": ThreadFold._reasoning_end,
+    "REASONING_START": ThreadFold._span_start,
+    "REASONING_END": ThreadFold._span_end,
+    "REASONING_ENCRYPTED_VALUE": ThreadFold._encrypted,
+    "TOOL_CALL_START": ThreadFold._call_start,
+    "TOOL_CALL_ARGS": ThreadFold._call_args,
+    "TOOL_CALL_END": ThreadFold._call_end,
+    "TOOL_CALL_RESULT": ThreadFold._call_result,
+    "STATE_SNAPSHOT": ThreadFold._state_snapshot,
+    "STATE_DELTA": ThreadFold._state_delta,
+    "MESSAGES_SNAPSHOT": ThreadFold._messages_snapshot,
+    "ACTIVITY_SNAPSHOT": ThreadFold._activity_snapshot,
+    "ACTIVITY_DELTA": ThreadFold._activity_delta,
+    "STEP_STARTED": ThreadFold._step_start,
+    "STEP_FINISHED": ThreadFold._step_end,
+    "RUN_STARTED": ThreadFold._run_started,
+    "RUN_FINISHED": ThreadFold._run_finished,
+    "RUN_ERROR": ThreadFold._run_error,
+}
 
 
 def _text(event: dict[str, Any], key: str) -> str:

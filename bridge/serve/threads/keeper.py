@@ -153,8 +153,7 @@ class ThreadKeeper:
 
         def fold() -> list[BaseEvent]:
             folded = ThreadFold([], None)
-            for frame in frames:
-                folded.apply_frame(frame)
+            folded.apply_frames(frames)
             return list(folded.open_ends())
 
         ends = await anyio.to_thread.run_sync(fold)
@@ -237,8 +236,7 @@ class ThreadKeeper:
         """The thread's document after ``frames`` (in a worker thread), redacted; ``None``
         past ``max_thread_bytes``."""
         folded = ThreadFold(dumped(messages), state)
-        for frame in frames:
-            folded.apply_frame(frame)
+        folded.apply_frames(frames)
         thread = Thread(folded.messages, folded.state, folded.interrupts, running)
         document = self._redact(thread.document().decode()).encode()
         if len(document) > self.config.max_thread_bytes:
