@@ -139,7 +139,7 @@ async def run(bridge: Bridge, request: Request) -> Response:
         cancel_ends=lambda _: keeper.cancel_ends(live, run_input),
         timed_out=lambda: threads.timed_out(config.run_timeout),
     )
-    return threads.follow_response(bridge, run_input.run_id, live.follow(0))
+    return threads.carry_response(bridge, live)
 
 
 class Sink(Protocol):

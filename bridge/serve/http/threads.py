@@ -145,10 +145,20 @@ async def run_events(bridge: Bridge, request: Request) -> Response:
     try:
         keeper, owner = keeper_of(bridge, request)
         after = _after(request, run_id)
-        source = await _source(keeper, owner, run_id, after)
         live = keeper.live.get(run_id)
-        replayed = live.last - after if live is not None else 0
-        bridge.telemetry.thread("reconnect", "", run_id, max(replayed, 0))
+        if live is not None and live.owner == owner:  # this process's run
+            if not live.can_follow(after):
+                raise InvalidRunInputError(
+                    f"the run {run_id!r} passed --max-thread-bytes: its early events were let go",
+                    status=410,
+                    code="run_not_kept",
+                )
+            bridge.telemetry.thread("reconnect", "", run_id, max(live.last - after, 0))
+            if isinstance(live, LiveRun):
+                return carry_response(bridge, live, after)
+            return follow_response(bridge, run_id, live.follow(after))
+        source = await _from_other(keeper, owner, run_id, after, live is None)
+        bridge.telemetry.thread("reconnect", "", run_id, 0)
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     except ThreadStoreError as exc:
@@ -172,19 +182,12 @@ def _after(request: Request, run_id: str) -> int:
     return int(number)
 
 
-async def _source(keeper: ThreadKeeper, owner: str, run_id: str, after: int) -> Frames:
-    """The run's frames after ``after``: from this process's run, or (a shared store) from the
-    store, as another process writes them; 404 for another owner's run or none."""
-    live = keeper.live.get(run_id)
-    if live is not None and live.owner == owner:
-        if not live.can_follow(after):
-            raise InvalidRunInputError(
-                f"the run {run_id!r} passed --max-thread-bytes: its early events were let go",
-                status=410,
-                code="run_not_kept",
-            )
-        return live.follow(after)
-    if live is None and keeper.store.shared:
+async def _from_other(
+    keeper: ThreadKeeper, owner: str, run_id: str, after: int, unknown_here: bool
+) -> Frames:
+    """The frames after ``after`` of a run of another process (a shared store), as the store
+    has them; 404 for another owner's run or none."""
+    if unknown_here and keeper.store.shared:
         info = await keeper.store.run_info(run_id)
         if info is not None and info.owner == owner:
             return _from_store(keeper, run_id, after, "" if info.ended else info.process)
@@ -265,10 +268,33 @@ def follow_response(
                     sink.add(with_ids(prefix, first, frames))
                 await sink.flush()
         except (ThreadStoreError, RunGoneError, RunLostError) as exc:
-            lost = RunErrorEvent(message=exc.message, code=exc.code)
-            sink.add(bridge.redactor.redact(encode_event(lost)))
+            sink.add(_lost(bridge, exc))
 
     return bridge.follow_stream(produce)
+
+
+def carry_response(bridge: Bridge, live: LiveRun, after: int = 0) -> EventStreamResponse:
+    """The SSE response of a client following a run of this process from frame ``after``:
+    once it has every frame, the run's own task writes the next as they come
+    (``LiveRun.carry``), with no task switch per frame. Frames let go end it as
+    ``follow_response``'s do."""
+    prefix = id_prefix(live.run_id)
+
+    async def produce(sink: FrameSink) -> None:
+        def write(first: int, frames: list[str]) -> None:
+            sink.add(with_ids(prefix, first, frames))
+
+        try:
+            await live.carry(write, sink.flush, after)
+        except RunGoneError as exc:
+            sink.add(_lost(bridge, exc))
+
+    return bridge.follow_stream(produce)
+
+
+def _lost(bridge: Bridge, exc: BridgeError) -> str:
+    """The RUN_ERROR that ends a follower's stream whose frames could not all be given."""
+    return bridge.redactor.redact(encode_event(RunErrorEvent(message=exc.message, code=exc.code)))
 
 
 # -- POST / with a thread ---------------------------------------------------------------------

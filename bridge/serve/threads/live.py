@@ -84,6 +84,24 @@ class RunGoneError(BridgeError):
         )
 
 
+#: Where a follower's frames are written (``carry``): the number of the first, the frames.
+Write = Callable[[int, list[str]], None]
+
+
+class _Rider:
+    """The follower whose frames the run's own task writes (``LiveRun.carry``)."""
+
+    __slots__ = ("failed", "flush", "key", "released", "taken", "write")
+
+    def __init__(
+        self, key: int, taken: int, write: Write, flush: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.key, self.taken, self.write, self.flush = key, taken, write, flush
+        self.failed = False
+        #: Set when the run's task writes for it no more (the run ended, or a write failed).
+        self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
 #: Writes the run's last events through its own writer (redacted, shaped for its client).
 EndWith = Callable[[Sequence[BaseEvent]], None]
 #: The events that end a cancelled run: what it left open closed, and its terminal event.
@@ -116,6 +134,9 @@ class LiveRun:
         #: only its own wait, with no shield to make per frame).
         self._waiting: list[asyncio.Future[None]] = []
         self._followers: dict[int, int] = {}  # follower → the last frame it took
+        self._keys = 0  # the last follower's key
+        #: The follower whose frames the run's own task writes as it flushes (``carry``).
+        self._rider: _Rider | None = None
         self._drained: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._alone: asyncio.TimerHandle | None = None
@@ -155,6 +176,9 @@ class LiveRun:
             self.wanted = True  # what it lets go of must be in the store first
 
     async def flush(self) -> None:
+        rider = self._rider
+        if rider is not None and rider.taken < self.last:
+            await self._ride(rider)
         self._wake()
         if self._mirror is not None and self.wanted:
             self._mirror.more(self)
@@ -202,40 +226,117 @@ class LiveRun:
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, list[str]]]:
         """``(number of the first, frames)`` after frame ``after``, as they come, until the
         run's end; ``RunGoneError`` when those frames were let go."""
-        key = id(object())
-        self._followers[key] = after
-        if self._alone is not None:
-            self._alone.cancel()
-            self._alone = None
+        key = self._join(after)
         taken = after
         try:
             while True:
                 end = self.last
                 if taken < end:
-                    if taken < self._base:
-                        raise RunGoneError.of(self.run_id)
-                    chunk = self._frames[taken - self._base :]
+                    chunk = self._take(key, taken, end)
                     first, taken = taken + 1, end
-                    self._followers[key] = taken
-                    if not self.kept:  # what every follower took goes
-                        self._let_go()
-                    drained = self._drained
-                    if drained is not None and not drained.done():
-                        drained.set_result(None)
                     yield first, chunk
                     continue
                 if self.ended:
                     return
-                waiter = asyncio.get_running_loop().create_future()
-                self._waiting.append(waiter)
-                await waiter
+                await self._wait()
         finally:
-            del self._followers[key]
-            drained = self._drained
-            if drained is not None and not drained.done():
-                drained.set_result(None)  # a run waiting for this follower waits no more
-            if not self._followers and not self.ended:
-                self._alone = asyncio.get_running_loop().call_later(self._grace, self._abandon)
+            self._leave(key)
+
+    async def carry(
+        self, write: Write, flush: Callable[[], Awaitable[None]], after: int = 0
+    ) -> None:
+        """Follow the run as ``follow`` does, into ``write`` (the frames after ``after``, the
+        number of the first with them) then ``flush``, until the run's end, and with no task
+        switch per frame: once this follower has every frame, the run's own task writes each
+        as it flushes (``flush`` waits while the client's socket is full, so a slow reader slows
+        the run, as without threads). One follower at a time rides so; another waits as
+        ``follow``'s do. ``RunGoneError`` when the frames were let go."""
+        key = self._join(after)
+        taken = after
+        try:
+            while True:
+                end = self.last
+                if taken < end:
+                    chunk = self._take(key, taken, end)
+                    write(taken + 1, chunk)
+                    taken = end
+                    await flush()
+                    continue
+                if self.ended:
+                    return
+                if self._rider is not None:
+                    await self._wait()
+                    continue
+                rider = self._rider = _Rider(key, taken, write, flush)
+                try:
+                    await rider.released
+                finally:
+                    if self._rider is rider:
+                        self._rider = None
+                if rider.failed:
+                    return  # its response is over
+                taken = rider.taken
+        finally:
+            self._leave(key)
+
+    async def _ride(self, rider: _Rider) -> None:
+        """The run's task writes the rider's frames (``flush``)."""
+        taken, end = rider.taken, self.last
+        rider.write(taken + 1, self._frames[taken - self._base :])
+        rider.taken = self._followers[rider.key] = end
+        try:
+            await rider.flush()
+        except asyncio.CancelledError:
+            # The run cancelled while the client's socket was full: the server wrote nothing
+            # (it waits before it writes); the follower writes those frames again itself.
+            rider.taken = taken
+            if rider.key in self._followers:
+                self._followers[rider.key] = taken
+            self._release(rider)
+            raise
+        except Exception:  # the response is over (its client gone, or it was stopped)
+            rider.failed = True
+            self._release(rider)
+
+    def _release(self, rider: _Rider) -> None:
+        if self._rider is rider:
+            self._rider = None
+        if not rider.released.done():
+            rider.released.set_result(None)
+
+    def _join(self, after: int) -> int:
+        key = self._keys = self._keys + 1
+        self._followers[key] = after
+        if self._alone is not None:
+            self._alone.cancel()
+            self._alone = None
+        return key
+
+    def _take(self, key: int, taken: int, end: int) -> list[str]:
+        """The frames after ``taken`` up to ``end``, taken by the follower ``key``."""
+        if taken < self._base:
+            raise RunGoneError.of(self.run_id)
+        chunk = self._frames[taken - self._base :]
+        self._followers[key] = end
+        if not self.kept:  # what every follower took goes
+            self._let_go()
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+        return chunk
+
+    async def _wait(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        await waiter
+
+    def _leave(self, key: int) -> None:
+        del self._followers[key]
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)  # a run waiting for this follower waits no more
+        if not self._followers and not self.ended:
+            self._alone = asyncio.get_running_loop().call_later(self._grace, self._abandon)
 
     def want(self) -> None:
         """A follower on another process asked for the run: its frames go to the store as
@@ -307,6 +408,8 @@ class LiveRun:
         finally:
             self.ended = True
             self._wake()
+            if self._rider is not None:
+                self._release(self._rider)
             if self._alone is not None:
                 self._alone.cancel()
             if not self.finished.done():
