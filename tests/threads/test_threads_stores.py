@@ -121,6 +121,63 @@ async def test_a_thread_saved_is_loaded_and_a_save_replaces_it(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+async def test_saves_made_together_are_each_kept_in_the_order_made(
+    kind: str, url_of: Callable[[str], str]
+) -> None:
+    """Redis sends the saves made within ``WRITE_WINDOW`` in one pipeline of ``EVALSHA``s:
+    each is kept, a thread saved twice keeps its later save, and scripts the server forgot
+    (``SCRIPT FLUSH``) are loaded again."""
+    url = url_of(kind)
+    async with opened(url) as kept:
+        if kind == "redis":
+            from redis.asyncio import Redis
+
+            async with Redis.from_url(url) as admin:
+                await admin.script_flush()
+        await asyncio.gather(
+            *(keep(kept, f"t{n}", f'{{"n": {n}}}'.encode()) for n in range(8)),
+            keep(kept, "t0", b'{"n": "again"}'),
+        )
+        assert await kept.load(OWNER, "t0") == b'{"n": "again"}'
+        for n in range(1, 8):
+            assert await kept.load(OWNER, f"t{n}") == f'{{"n": {n}}}'.encode()
+        assert len(await kept.threads(OWNER)) == 8
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_run_begun_with_its_thread_saves_the_thread_too(
+    kind: str, url_of: Callable[[str], str]
+) -> None:
+    """``run_begin(…, saving=…)``: the run is known (a shared store) and the thread saved as it
+    begins, by one command to Redis (``INFO commandstats``: one ``EVALSHA`` more)."""
+    url = url_of(kind)
+    async with opened(url) as kept:
+        if kind == "redis":
+            from redis.asyncio import Redis
+
+            admin = Redis.from_url(url)
+
+            async def evalshas() -> int:
+                stats = await admin.info("commandstats")
+                return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+            await kept.run_begin("warm", OWNER, "tw", saving=(b"{}", summary("tw")))
+            before = await evalshas()
+        await kept.run_begin("r1", OWNER, "t1", "p", saving=(b'{"n": 1}', summary("t1")))
+        assert await kept.load(OWNER, "t1") == b'{"n": 1}'
+        if kind == "redis":
+            assert await evalshas() == before + 1
+            await admin.aclose()
+        if kept.shared:
+            info = await kept.run_info("r1")
+            assert info is not None and (info.owner, info.thread_id, info.ended) == (
+                OWNER,
+                "t1",
+                False,
+            )
+
+
+@pytest.mark.parametrize("kind", KINDS)
 async def test_another_owner_finds_nothing_of_a_thread(
     kind: str, url_of: Callable[[str], str]
 ) -> None:
@@ -411,6 +468,25 @@ async def test_a_follower_waiting_receives_the_batch_appended_meanwhile(
         received = await follower
     assert waiting
     assert received == [Batch(3, tuple(frames(3, 4)))]
+
+
+@pytest.mark.parametrize("kind", SHARED)
+async def test_a_follower_of_a_run_with_no_batch_yet_waits_for_its_first(
+    kind: str, url_of: Callable[[str], str]
+) -> None:
+    """Before a run's first batch (Redis: only the entry of no frames its begin made),
+    ``run_events`` waits for it: it returned nothing at once, and its follower asked again and
+    again (a spin) until the run's end."""
+    url = url_of(kind)
+    async with opened(url) as kept, opened(url) as other:
+        await kept.run_begin("run-first", OWNER, "t1")
+        follower = asyncio.ensure_future(other.run_events("run-first", 0, wait=30))
+        await anyio.sleep(0.5)
+        waiting = not follower.done()
+        await kept.run_append("run-first", Batch(1, frames(1, 2)))
+        received = await follower
+    assert waiting
+    assert received == [Batch(1, tuple(frames(1, 2)))]
 
 
 @pytest.mark.parametrize("kind", SHARED)

@@ -135,4 +135,3 @@ class TextToolCalls:
             self._body.close(out)
             self._body = None
         return out
-

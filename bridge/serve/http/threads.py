@@ -221,6 +221,12 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: st
         if not batches:
             info = await keeper.store.run_info(run_id)
             if info is not None and info.ended:
+                # Its end may have come since the read: what came then, then nothing more.
+                for batch in await keeper.store.run_events(run_id, after, 0):
+                    frames = list(batch.frames[max(after - batch.first + 1, 0) :])
+                    if frames:
+                        yield after + 1, frames
+                        after = batch.last
                 return
             if info is None:
                 raise RunLostError(f"the events of the run {run_id!r} are no longer kept")
@@ -316,8 +322,11 @@ async def hydrate(
             return _following(bridge, live.run_id, live.follow(0), before, writer)
         if thread is not None and thread.running is not None and keeper.store.shared:
             info = await keeper.store.run_info(thread.running)
-            if info is not None and info.owner == owner and not info.ended:
-                source = _from_store(keeper, thread.running, 0, info.process)
+            # A run that ended but whose thread is not saved as it left it yet (its end's save
+            # waits for the next pipeline): the run, whole, from the store.
+            if info is not None and info.owner == owner:
+                process = "" if info.ended else info.process
+                source = _from_store(keeper, thread.running, 0, process)
                 bridge.telemetry.thread("hydrate", thread_id, thread.running)
                 return _following(bridge, thread.running, source, thread, writer)
     except ThreadStoreError as exc:

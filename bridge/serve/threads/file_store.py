@@ -200,9 +200,19 @@ class FileThreads:
     def _run_path(self, run_id: str, suffix: str) -> Path:
         return self.folder / "runs" / f"{digest(run_id)}{suffix}"
 
-    async def run_begin(self, run_id: str, owner: str, thread_id: str, process: str = "") -> None:
+    async def run_begin(
+        self,
+        run_id: str,
+        owner: str,
+        thread_id: str,
+        process: str = "",
+        *,
+        saving: tuple[bytes, ThreadSummary] | None = None,
+    ) -> None:
         whose = {"run": run_id, "owner": owner, "thread": thread_id, "process": process}
         await self._run(self._begin, run_id, (json.dumps(whose) + "\n").encode())
+        if saving is not None:
+            await self.save(owner, thread_id, *saving)
 
     def _begin(self, run_id: str, head: bytes) -> None:
         (self.folder / "runs").mkdir(exist_ok=True)

@@ -167,11 +167,15 @@ class ThreadKeeper:
 
     async def _save_start(self, live: LiveRun, run_input: RunAgentInput, inline: bool) -> None:
         try:
-            if self.store.shared:
+            made = await self._made(live, run_input, [], live.run_id, inline)
+            if self.store.shared:  # the run told of and its thread saved: one command
                 process = self._mirror.process if self._mirror is not None else ""
-                await self.store.run_begin(live.run_id, live.owner, live.thread_id, process)
+                await self.store.run_begin(
+                    live.run_id, live.owner, live.thread_id, process, saving=made
+                )
                 live.begun.set_result(True)
-            await self._save(live, run_input, [], live.run_id, inline)
+            elif made is not None:
+                await self.store.save(live.owner, live.thread_id, *made)
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:
@@ -209,7 +213,21 @@ class ThreadKeeper:
         running: str | None,
         inline: bool,
     ) -> None:
-        """``inline``: the input and the frames are small enough to be made on the loop."""
+        made = await self._made(live, run_input, frames, running, inline)
+        if made is not None:
+            await self.store.save(live.owner, live.thread_id, *made)
+
+    async def _made(
+        self,
+        live: LiveRun,
+        run_input: RunAgentInput,
+        frames: Sequence[str],
+        running: str | None,
+        inline: bool,
+    ) -> tuple[bytes, ThreadSummary] | None:
+        """The thread's document and summary after ``frames``; ``None`` past
+        ``max_thread_bytes`` (said in the log). ``inline``: the input and the frames are small
+        enough to be made on the loop."""
         messages, state = run_input.messages, run_input.state
         if inline:
             made = self._document(messages, state, frames, running)
@@ -221,10 +239,9 @@ class ThreadKeeper:
                 live.run_id,
                 self.config.max_thread_bytes,
             )
-            return
+            return None
         document, title = made
-        summary = ThreadSummary(live.thread_id, title, time.time(), running)
-        await self.store.save(live.owner, live.thread_id, document, summary)
+        return document, ThreadSummary(live.thread_id, title, time.time(), running)
 
     def _document(
         self,

@@ -88,8 +88,17 @@ class MemoryThreads:
         self._expire(time.monotonic())
         return self._drop((owner, thread_id))
 
-    async def run_begin(self, run_id: str, owner: str, thread_id: str, process: str = "") -> None:
-        return None
+    async def run_begin(
+        self,
+        run_id: str,
+        owner: str,
+        thread_id: str,
+        process: str = "",
+        *,
+        saving: tuple[bytes, ThreadSummary] | None = None,
+    ) -> None:
+        if saving is not None:
+            await self.save(owner, thread_id, *saving)
 
     async def want(self, run_id: str, process: str) -> None:
         return None

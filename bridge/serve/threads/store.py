@@ -95,9 +95,19 @@ class ThreadStore(Protocol):
         """Forget the thread; ``False`` when the owner had none of that id."""
         ...
 
-    async def run_begin(self, run_id: str, owner: str, thread_id: str, process: str = "") -> None:
+    async def run_begin(
+        self,
+        run_id: str,
+        owner: str,
+        thread_id: str,
+        process: str = "",
+        *,
+        saving: tuple[bytes, ThreadSummary] | None = None,
+    ) -> None:
         """A run begins in ``process``: its events will follow (a shared store keeps them for
-        others), all at its end, and as they come once a follower elsewhere ``want``s them."""
+        others), all at its end, and as they come once a follower elsewhere ``want``s them.
+        ``saving``: the thread's document and summary as the run begins, saved with it (one
+        command to Redis)."""
         ...
 
     async def want(self, run_id: str, process: str) -> None:
