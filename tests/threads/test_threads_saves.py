@@ -1,12 +1,14 @@
-"""A Redis store's saves go in pipelines (``redis_store.WRITE_WINDOW``): the thread as a run
-left it reaches Redis a moment after the run's end. Meanwhile a hydrate on another process
-finds the thread saved as the run began, naming the run: it gives that run whole from the
-store's events, so it shows the answer and not the thread before it."""
+"""The thread as a run left it reaches the store a moment after the run's end (its frames
+folded, then saved). Meanwhile a hydrate on another process finds the thread saved as the run
+began, naming the run: it gives that run whole from the store's events, so it shows the answer
+and not the thread before it."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from threads_tools import body, events, hydrate_body, post_run, sse
@@ -23,7 +25,13 @@ from servers import scripted_config, serve
 def test_a_hydrate_elsewhere_before_the_end_save_lands_shows_the_run_whole(
     redis: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_store, "WRITE_WINDOW", 5.0)  # the end's save waits meanwhile
+    saved = redis_store.RedisThreads.save
+
+    async def late(self: redis_store.RedisThreads, *args: Any) -> None:
+        await asyncio.sleep(5)  # the end's save (the begin's goes with the run's begin)
+        await saved(self, *args)
+
+    monkeypatch.setattr(redis_store.RedisThreads, "save", late)
     with serve(create_scripted_upstream()) as upstream:
         config = replace(scripted_config(upstream), threads=redis.url)
         with serve(create_app(config)) as first, serve(create_app(config)) as other:

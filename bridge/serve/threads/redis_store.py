@@ -21,12 +21,11 @@ Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +47,6 @@ from bridge.serve.tools.claims import REDIS_TIMEOUT, redis_client
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
-    from redis.commands.core import AsyncScript
     from redis.typing import EncodableT, FieldT
 
 _PREFIX = "agui-bridge:"
@@ -119,11 +117,6 @@ return 1
 """
 
 
-#: Seconds a thread's save or a run's begin waits for others, to go with them in one pipeline
-#: (``_call``): a command costs the client about 150 µs of this process's CPU sent alone, 30 in
-#: a pipeline of ten; at 200 streams a save or a begin comes every 8 ms. What a follower on
-#: another process may lag behind this one's is ``MIRROR_EVERY`` (0.1 s) anyway.
-WRITE_WINDOW = 0.05
 #: Seconds between two refreshes of a going run's expiry (``RUN_ALIVE``, an hour ahead).
 _REFRESH_EVERY = 60.0
 #: The characters of frames encoded on the event loop at most (more: in a worker thread).
@@ -167,11 +160,6 @@ class RedisThreads:
         # run id → when its keys' expiry was last refreshed (time.monotonic()), runs of this
         # process going on
         self._refreshes: OrderedDict[str, float] = OrderedDict()
-        #: Script calls waiting for the next pipeline (``_call``), and the task that sends it.
-        self._queued: list[
-            tuple[AsyncScript, list[Any], Callable[[], list[Any]], asyncio.Future[Any]]
-        ] = []
-        self._sender: asyncio.Task[None] | None = None
 
     @contextmanager
     def _asked(self) -> Iterator[None]:
@@ -200,81 +188,29 @@ class RedisThreads:
     ) -> None:
         keys, args = self._saving(owner, thread_id, document, summary)
         with self._asked():
-            await self._call(self._save, keys, args)
+            await self._save(keys=keys, args=args)
 
     def _saving(
         self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
-    ) -> tuple[list[Any], Callable[[], list[Any]]]:
-        """``_SAVE``'s keys, and what makes its arguments as it is sent (the document expires
-        ``ttl`` from then)."""
+    ) -> tuple[list[Any], list[Any]]:
+        """``_SAVE``'s keys and arguments."""
         owner, thread, ttl = digest(owner), digest(thread_id), _ms(self._ttl)
         listed, summaries = f"{_PREFIX}threads:{owner}", f"{_PREFIX}summaries:{owner}"
         keys = [self._document_key(owner, thread), listed, summaries]
         summarised = summary_json(summary)
 
-        def args() -> list[Any]:
-            now = time.time()
-            return [
-                document,
-                ttl,
-                thread,
-                repr(now),
-                summarised,
-                repr(now - self._ttl),
-                self._max_threads,
-                self._document_key(owner, ""),
-            ]
-
+        now = time.time()
+        args = [
+            document,
+            ttl,
+            thread,
+            repr(now),
+            summarised,
+            repr(now - self._ttl),
+            self._max_threads,
+            self._document_key(owner, ""),
+        ]
         return keys, args
-
-    async def _call(
-        self, script: AsyncScript, keys: list[Any], args: Callable[[], list[Any]]
-    ) -> Any:
-        """The script's answer, sent with the calls made within ``WRITE_WINDOW`` (``args``:
-        made as it is sent)."""
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queued.append((script, keys, args, done))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.get_running_loop().create_task(self._send_queued())
-        return await done
-
-    async def _send_queued(self) -> None:
-        while self._queued:
-            await asyncio.sleep(WRITE_WINDOW)
-            calls, self._queued = self._queued, []
-            try:
-                results = await self._pipelined([(s, k, a()) for s, k, a, _ in calls])
-            except Exception as exc:  # the connection's: every call's (``_asked`` says so)
-                results = [exc] * len(calls)
-            for (*_, done), result in zip(calls, results, strict=True):
-                if done.done():  # its caller gave up
-                    continue
-                if isinstance(result, Exception):
-                    done.set_exception(result)
-                else:
-                    done.set_result(result)
-
-    async def _pipelined(
-        self, calls: Sequence[tuple[AsyncScript, list[Any], list[Any]]]
-    ) -> list[Any]:
-        """Each script's answer (or its error), in one pipeline of ``EVALSHA``s; the scripts
-        the server does not know (restarted, flushed) are loaded and those calls sent again."""
-        from redis.exceptions import NoScriptError  # the redis extra's
-
-        async def send(some: Sequence[tuple[AsyncScript, list[Any], list[Any]]]) -> list[Any]:
-            async with self._client.pipeline(transaction=False) as pipe:
-                for script, keys, args in some:
-                    pipe.evalsha(script.sha, len(keys), *keys, *args)
-                return list(await pipe.execute(raise_on_error=False))
-
-        results = await send(calls)
-        unknown = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
-        if unknown:
-            for script in {calls[i][0] for i in unknown}:
-                await self._client.script_load(script.script)
-            for i, result in zip(unknown, await send([calls[i] for i in unknown]), strict=True):
-                results[i] = result
-        return results
 
     async def threads(self, owner: str) -> list[ThreadSummary]:
         owner = digest(owner)
@@ -306,8 +242,6 @@ class RedisThreads:
         *,
         saving: tuple[bytes, ThreadSummary] | None = None,
     ) -> None:
-        """At once, not in the next pipeline: a follower on another process, or a hydrate
-        there, finds the run from its first frames."""
         run = digest(run_id)
         events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
         # The client's ids as ASCII JSON: any string, a lone surrogate too, is stored as it came.
@@ -317,7 +251,7 @@ class RedisThreads:
         script = self._begin
         if saving is not None:
             saved_keys, saved_args = self._saving(owner, thread_id, *saving)
-            keys, args, script = keys + saved_keys, args + saved_args(), self._begin_save
+            keys, args, script = keys + saved_keys, args + saved_args, self._begin_save
         with self._asked():
             await script(keys=keys, args=args)
         self._refreshed(run_id, time.monotonic())
@@ -447,8 +381,6 @@ class RedisThreads:
             return False
 
     async def aclose(self) -> None:
-        if self._sender is not None:  # what is queued goes first
-            await asyncio.wait([self._sender], timeout=REDIS_TIMEOUT + WRITE_WINDOW)
         await self._client.aclose()
         await self._blocking.aclose()
 
