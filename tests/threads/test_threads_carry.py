@@ -42,8 +42,12 @@ class Client:
         self.fail = False
         self.flushing = asyncio.Event()
 
-    def write(self, first: int, frames: list[str]) -> None:
-        self.pending += [(first + i, f) for i, f in enumerate(frames)]
+    def add(self, text: str) -> None:
+        """Frames each with its ``id:`` line (``id: r:N``)."""
+        for block in text.split("\n\n")[:-1]:
+            ident, data = block.split("\n", 1)
+            assert ident.startswith("id: r:")
+            self.pending.append((int(ident.removeprefix("id: r:")), data + "\n\n"))
         self.writers.append(asyncio.current_task())
 
     async def flush(self) -> None:
@@ -94,7 +98,7 @@ async def test_the_run_writes_its_client_once_it_has_every_frame() -> None:
         await live.flush()
 
     started(live, body)
-    follower = asyncio.create_task(live.carry(client.write, client.flush))
+    follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
     for _ in range(4):
         step.set()
@@ -119,8 +123,8 @@ async def test_a_second_client_follows_while_the_first_rides_and_each_gets_every
         await live.flush()
 
     started(live, body)
-    riding = asyncio.create_task(live.carry(first.write, first.flush))
-    following = asyncio.create_task(live.carry(second.write, second.flush))
+    riding = asyncio.create_task(live.carry(first.add, first.flush))
+    following = asyncio.create_task(live.carry(second.add, second.flush))
     for _ in range(7):
         await tick()
         step.set()
@@ -144,7 +148,7 @@ async def test_a_run_cancelled_while_its_clients_socket_is_full_gives_each_frame
         await live.flush()
 
     started(live, body)
-    follower = asyncio.create_task(live.carry(client.write, client.flush))
+    follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
     wrote.set()
     await asyncio.wait_for(client.flushing.wait(), 5)
@@ -175,7 +179,7 @@ async def test_a_client_gone_mid_write_leaves_no_follower_behind(then: str) -> N
         await live.flush()
 
     started(live, body)
-    follower = asyncio.create_task(live.carry(client.write, client.flush))
+    follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
     wrote.set()
     await asyncio.wait_for(client.flushing.wait(), 5)
@@ -205,9 +209,9 @@ async def test_a_response_that_is_over_lets_the_run_go_on() -> None:
         await live.flush()
 
     started(live, body)
-    follower = asyncio.create_task(live.carry(client.write, client.flush))
+    follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
-    watcher = asyncio.create_task(live.carry(other.write, other.flush))
+    watcher = asyncio.create_task(live.carry(other.add, other.flush))
     await tick()
     wrote.set()
     await asyncio.wait_for(asyncio.gather(follower, watcher, live.done), 5)

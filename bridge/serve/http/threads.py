@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import anyio.to_thread
 from ag_ui.core import (
@@ -36,7 +36,7 @@ from bridge.serve.http.frames import FrameWriter
 from bridge.serve.http.stream import SSE_HEADERS, EventStreamResponse, FrameSink
 from bridge.serve.run.loop import run_started
 from bridge.serve.threads.keeper import ThreadKeeper
-from bridge.serve.threads.live import LiveRun, RunGoneError, ends_run
+from bridge.serve.threads.live import LiveRun, RunGoneError, ends_run, id_prefix, with_ids
 from bridge.serve.threads.store import ThreadStoreError
 from bridge.serve.threads.thread import Thread, dumped, snapshot_frames
 
@@ -238,18 +238,6 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: st
                 )
 
 
-def id_prefix(run_id: str) -> str:
-    """What begins the ``id:`` line of each frame of the run (made once per response)."""
-    return f"id: {quote(run_id, safe='')}:"
-
-
-def with_ids(prefix: str, first: int, frames: list[str]) -> str:
-    """The frames, each with its ``id:`` line (``prefix``: the run's ``id_prefix``)."""
-    if len(frames) == 1:  # most batches: one token's frame
-        return f"{prefix}{first}\n{frames[0]}"
-    return "".join([f"{prefix}{first + i}\n{frame}" for i, frame in enumerate(frames)])
-
-
 def follow_response(
     bridge: Bridge, run_id: str, source: Frames, after_first: Callable[[], str] | None = None
 ) -> EventStreamResponse:
@@ -284,14 +272,10 @@ def carry_response(bridge: Bridge, live: LiveRun, after: int = 0) -> EventStream
     once it has every frame, the run's own task writes the next as they come
     (``LiveRun.carry``), with no task switch per frame. Frames let go end it as
     ``follow_response``'s do."""
-    prefix = id_prefix(live.run_id)
 
     async def produce(sink: FrameSink) -> None:
-        def write(first: int, frames: list[str]) -> None:
-            sink.add(with_ids(prefix, first, frames))
-
         try:
-            await live.carry(write, sink.flush, after)
+            await live.carry(sink.add, sink.flush, after)
         except RunGoneError as exc:
             sink.add(_lost(bridge, exc))
 

@@ -26,6 +26,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from ag_ui.core import BaseEvent, CustomEvent
 
@@ -58,6 +59,18 @@ NOT_KEPT_FRAME = encode_event(
 _ENDS = ('data: {"type":"RUN_FINISHED"', 'data: {"type":"RUN_ERROR"')
 
 
+def id_prefix(run_id: str) -> str:
+    """What begins the ``id:`` line of each frame of the run (made once per response)."""
+    return f"id: {quote(run_id, safe='')}:"
+
+
+def with_ids(prefix: str, first: int, frames: list[str]) -> str:
+    """The frames, each with its ``id:`` line (``prefix``: the run's ``id_prefix``)."""
+    if len(frames) == 1:  # most batches: one token's frame
+        return f"{prefix}{first}\n{frames[0]}"
+    return "".join([f"{prefix}{first + i}\n{frame}" for i, frame in enumerate(frames)])
+
+
 def ends_run(frame: str) -> bool:
     """Whether the frame is a run's terminal event."""
     return frame.startswith(_ENDS)
@@ -84,19 +97,20 @@ class RunGoneError(BridgeError):
         )
 
 
-#: Where a follower's frames are written (``carry``): the number of the first, the frames.
-Write = Callable[[int, list[str]], None]
-
-
 class _Rider:
     """The follower whose frames the run's own task writes (``LiveRun.carry``)."""
 
-    __slots__ = ("failed", "flush", "key", "released", "taken", "write")
+    __slots__ = ("add", "failed", "flush", "key", "prefix", "released", "taken")
 
     def __init__(
-        self, key: int, taken: int, write: Write, flush: Callable[[], Awaitable[None]]
+        self,
+        key: int,
+        taken: int,
+        add: Callable[[str], None],
+        prefix: str,
+        flush: Callable[[], Awaitable[None]],
     ) -> None:
-        self.key, self.taken, self.write, self.flush = key, taken, write, flush
+        self.key, self.taken, self.add, self.prefix, self.flush = key, taken, add, prefix, flush
         self.failed = False
         #: Set when the run's task writes for it no more (the run ended, or a write failed).
         self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -177,14 +191,16 @@ class LiveRun:
 
     async def flush(self) -> None:
         rider = self._rider
-        if rider is not None and rider.taken < self.last:
+        if rider is not None and rider.taken < self._base + len(self._frames):
             await self._ride(rider)
-        self._wake()
+        if self._waiting:
+            self._wake()
         if self._mirror is not None and self.wanted:
             self._mirror.more(self)
         if not self.kept:
             self._let_go()
-        while self._followers and self._lag() > FOLLOW_WINDOW:
+        # A follower of its own task may lag (the rider has every frame once written).
+        while len(self._followers) > (self._rider is not None) and self._lag() > FOLLOW_WINDOW:
             if self._drained is None or self._drained.done():
                 self._drained = asyncio.get_running_loop().create_future()
             await self._drained
@@ -243,22 +259,23 @@ class LiveRun:
             self._leave(key)
 
     async def carry(
-        self, write: Write, flush: Callable[[], Awaitable[None]], after: int = 0
+        self, add: Callable[[str], None], flush: Callable[[], Awaitable[None]], after: int = 0
     ) -> None:
-        """Follow the run as ``follow`` does, into ``write`` (the frames after ``after``, the
-        number of the first with them) then ``flush``, until the run's end, and with no task
+        """Follow the run as ``follow`` does, into ``add`` (the frames after ``after``, each
+        with its ``id:`` line) then ``flush``, until the run's end, and with no task
         switch per frame: once this follower has every frame, the run's own task writes each
         as it flushes (``flush`` waits while the client's socket is full, so a slow reader slows
         the run, as without threads). One follower at a time rides so; another waits as
         ``follow``'s do. ``RunGoneError`` when the frames were let go."""
         key = self._join(after)
         taken = after
+        prefix = id_prefix(self.run_id)
         try:
             while True:
                 end = self.last
                 if taken < end:
                     chunk = self._take(key, taken, end)
-                    write(taken + 1, chunk)
+                    add(with_ids(prefix, taken + 1, chunk))
                     taken = end
                     await flush()
                     continue
@@ -267,7 +284,7 @@ class LiveRun:
                 if self._rider is not None:
                     await self._wait()
                     continue
-                rider = self._rider = _Rider(key, taken, write, flush)
+                rider = self._rider = _Rider(key, taken, add, prefix, flush)
                 try:
                     await rider.released
                 finally:
@@ -281,8 +298,12 @@ class LiveRun:
 
     async def _ride(self, rider: _Rider) -> None:
         """The run's task writes the rider's frames (``flush``)."""
-        taken, end = rider.taken, self.last
-        rider.write(taken + 1, self._frames[taken - self._base :])
+        taken, frames = rider.taken, self._frames
+        end = self._base + len(frames)
+        if end - taken == 1:  # most flushes: one token's frame
+            rider.add(f"{rider.prefix}{end}\n{frames[-1]}")
+        else:
+            rider.add(with_ids(rider.prefix, taken + 1, frames[taken - self._base :]))
         rider.taken = self._followers[rider.key] = end
         try:
             await rider.flush()
