@@ -80,16 +80,11 @@ def started(
     )
 
 
-def new_run() -> LiveRun:
-    return LiveRun("r", "owner", "t", max_bytes=1 << 20, grace=30)
-
-
-async def test_the_run_writes_its_client_once_it_has_every_frame() -> None:
-    live, client, step = new_run(), Client(), asyncio.Event()
-    live.add(frame(1))  # written before the client came: it takes it itself
+def stepped(live: LiveRun, numbers: range, step: asyncio.Event) -> Callable[[], Awaitable[None]]:
+    """A run writing frame ``n`` for each of ``numbers`` once ``step`` is set, then its end."""
 
     async def body() -> None:
-        for n in range(2, 6):
+        for n in numbers:
             await step.wait()
             step.clear()
             live.add(frame(n))
@@ -97,7 +92,17 @@ async def test_the_run_writes_its_client_once_it_has_every_frame() -> None:
         live.add(END)
         await live.flush()
 
-    started(live, body)
+    return body
+
+
+def new_run() -> LiveRun:
+    return LiveRun("r", "owner", "t", max_bytes=1 << 20, grace=30)
+
+
+async def test_the_run_writes_its_client_once_it_has_every_frame() -> None:
+    live, client, step = new_run(), Client(), asyncio.Event()
+    live.add(frame(1))  # written before the client came: it takes it itself
+    started(live, stepped(live, range(2, 6), step))
     follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
     for _ in range(4):
@@ -112,17 +117,7 @@ async def test_the_run_writes_its_client_once_it_has_every_frame() -> None:
 
 async def test_a_second_client_follows_while_the_first_rides_and_each_gets_every_frame() -> None:
     live, first, second, step = new_run(), Client(), Client(), asyncio.Event()
-
-    async def body() -> None:
-        for n in range(1, 8):
-            await step.wait()
-            step.clear()
-            live.add(frame(n))
-            await live.flush()
-        live.add(END)
-        await live.flush()
-
-    started(live, body)
+    started(live, stepped(live, range(1, 8), step))
     riding = asyncio.create_task(live.carry(first.add, first.flush))
     following = asyncio.create_task(live.carry(second.add, second.flush))
     for _ in range(7):

@@ -10,7 +10,8 @@ import pytest
 
 from bridge.serve.threads import ended as ended_module
 from bridge.serve.threads.ended import EndedRun, LiveRuns
-from bridge.serve.threads.live import LiveRun, RunGoneError
+from bridge.serve.threads.live import LiveRun
+from bridge.serve.threads.run_frames import RunGoneError
 from bridge.serve.threads.store import RUN_KEPT
 
 pytestmark = pytest.mark.anyio

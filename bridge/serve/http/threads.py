@@ -36,7 +36,8 @@ from bridge.serve.http.frames import FrameWriter
 from bridge.serve.http.stream import SSE_HEADERS, EventStreamResponse, FrameSink
 from bridge.serve.run.loop import run_started
 from bridge.serve.threads.keeper import ThreadKeeper
-from bridge.serve.threads.live import LiveRun, RunGoneError, ends_run, id_prefix, with_ids
+from bridge.serve.threads.live import LiveRun
+from bridge.serve.threads.run_frames import RunGoneError, ends_run, id_prefix, with_ids
 from bridge.serve.threads.store import ThreadStoreError
 from bridge.serve.threads.thread import Thread, dumped, snapshot_frames
 

@@ -17,7 +17,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from bridge.serve.threads.live import LiveRun, RunGoneError
+from bridge.serve.threads.live import LiveRun
+from bridge.serve.threads.run_frames import RunGoneError
 from bridge.serve.threads.store import RUN_KEPT
 
 #: The characters of frames of ended runs a process keeps at most.

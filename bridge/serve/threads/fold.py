@@ -11,25 +11,24 @@ Nothing recurses on the input: JSON is read by orjson (its depth limit), and a `
 or ``ACTIVITY_DELTA``'s patch is read and applied within the shared state's bounds
 (``bridge.serve.tools.patch``), its copies bringing in no more than the input brought before,
 so the fold never holds more than twice what it was given. A run's texts arrive a delta at a
-time: each is joined once, when the messages are read (``bridge.serve.threads.held``).
-
-Left out, as the bridge sends none of them: ``*_CHUNK`` events (the client expands them first),
-fields the client's schema does not know (it strips them), the 0.0.x ``THINKING_*`` events.
-"""
+time: each is joined once, when the messages are read (``bridge.serve.threads.held``). Left
+out, as the bridge sends none of them: ``*_CHUNK`` events (the client expands them first),
+fields the client's schema does not know (it strips them), the 0.0.x ``THINKING_*`` events."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import orjson
 from ag_ui.core import BaseEvent
 
+from bridge.serve.threads.fold_frames import apply_frames
 from bridge.serve.threads.held import (
     HeldMessages,
     Message,
     activity_types_owned,
     are_messages,
+    merge_metadata,
     owned,
     title,
 )
@@ -38,15 +37,6 @@ from bridge.serve.threads.patches import Patches
 from bridge.serve.tools.patch import PatchRefused
 
 _AFTER_THE_END = frozenset({"RUN_STARTED", "RUN_ERROR"})
-#: The events that add a ``delta`` to what one of their fields names. Deltas in a row for one
-#: thing are applied as one (``apply_frames``): the same result, as each would find what the
-#: first found (applying one changes neither what is open nor what is held), so each is applied
-#: or skipped as the first is.
-_DELTAS = {
-    "TEXT_MESSAGE_CONTENT": "messageId",
-    "REASONING_MESSAGE_CONTENT": "messageId",
-    "TOOL_CALL_ARGS": "toolCallId",
-}
 
 
 class _Skip(Exception):
@@ -107,60 +97,13 @@ class ThreadFold:
         return title(self.messages)
 
     def apply_frame(self, frame: str) -> None:
-        """Apply one SSE frame as the bridge sends it (``data: {json}\\n\\n``; an ``id:`` line
-        or comments may be there too); a frame without data changes nothing."""
-        event = self._read(frame)
-        if event is not None:
-            self.apply(event)
+        """Apply one SSE frame (``data: {json}``, maybe an ``id:`` line or comments too)."""
+        apply_frames(self, (frame,))
 
     def apply_frames(self, frames: Iterable[str]) -> None:
         """Apply frames in order, as ``apply_frame`` each would; the deltas in a row for one
-        message or call (nothing but ``type``, its id and ``delta``) are applied as one."""
-        first: dict[str, Any] | None = None  # the first of the deltas in a row
-        deltas: list[str] = []
-        for frame in frames:
-            event = self._read(frame)
-            if event is None:
-                continue
-            if type(event) is dict and len(event) == 3:
-                kind, delta = event.get("type"), event.get("delta")
-                field = _DELTAS.get(kind) if type(kind) is str else None
-                if field is not None and type(delta) is str and type(event.get(field)) is str:
-                    if first is not None and first["type"] == kind and first[field] == event[field]:
-                        deltas.append(delta)
-                        continue
-                    self._apply_joined(first, deltas)
-                    first, deltas = event, [delta]
-                    continue
-            self._apply_joined(first, deltas)
-            first = None
-            self.apply(event)
-        self._apply_joined(first, deltas)
-
-    def _apply_joined(self, first: dict[str, Any] | None, deltas: list[str]) -> None:
-        if first is None:
-            return
-        skipped = self.skipped
-        self.apply(first if len(deltas) == 1 else {**first, "delta": "".join(deltas)})
-        if self.skipped > skipped:
-            self.skipped += len(deltas) - 1  # each was, as the first was
-
-    def _read(self, frame: str) -> Any:
-        """The frame's event (its JSON), or ``None``: a frame without data, or one that is not
-        JSON (skipped)."""
-        if frame.startswith("data: ") and frame.endswith("\n\n") and "\n" not in frame[6:-2]:
-            data = frame[6:-2]
-        else:
-            lines = [line for line in frame.split("\n") if line.startswith("data:")]
-            if not lines:
-                return None
-            # SSE: the one space after the colon is not data; data lines join with LF.
-            data = "\n".join(line[6:] if line[5:6] == " " else line[5:] for line in lines)
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            self.skipped += 1
-            return None
+        message or call are applied as one (``bridge.serve.threads.fold_frames``)."""
+        apply_frames(self, frames)
 
     def apply(self, event: dict[str, Any]) -> None:
         """Apply one event (its JSON, camelCase); the fold changes none of the event's own lists
@@ -193,7 +136,7 @@ class ThreadFold:
             self._held.push(_tagged(target, e))
         elif target.get("role") == "activity":
             raise _Skip  # its content is no text to stream into
-        _merge_metadata(target, e)
+        merge_metadata(target, e)
 
     def _reasoning_start(self, e: dict[str, Any]) -> None:
         message_id = _text(e, "messageId")
@@ -204,7 +147,7 @@ class ThreadFold:
             self._held.push(target)
         elif target.get("role") == "activity":
             raise _Skip
-        _merge_metadata(target, e)
+        merge_metadata(target, e)
 
     def _content(self, e: dict[str, Any], kind: str) -> None:
         message_id, delta = _text(e, "messageId"), _text(e, "delta")
@@ -212,7 +155,7 @@ class ThreadFold:
         if target is None or target.get("role") == "activity":
             raise _Skip
         self._held.append_text(target, "content", delta)
-        _merge_metadata(target, e)
+        merge_metadata(target, e)
 
     def _text_content(self, e: dict[str, Any]) -> None:
         self._content(e, TEXT)
@@ -243,7 +186,7 @@ class ThreadFold:
         self._close(kind, message_id)
         target = self._held.find(message_id)
         if target is not None and target.get("role") != "activity":
-            _merge_metadata(target, e)
+            merge_metadata(target, e)
 
     def _encrypted(self, e: dict[str, Any]) -> None:
         entity, value = _text(e, "entityId"), _text(e, "encryptedValue")
@@ -267,7 +210,7 @@ class ThreadFold:
             function = held[1].get("function")
             if isinstance(function, dict):
                 function["name"] = name
-            _merge_metadata(held[1], e)
+            merge_metadata(held[1], e)
             return
         parent = self._held.find(parent_id) if parent_id else None
         if parent is None or parent.get("role") != "assistant":
@@ -283,7 +226,7 @@ class ThreadFold:
         call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
         calls.append(call)
         self._held.add_call(parent, call)
-        _merge_metadata(call, e)
+        merge_metadata(call, e)
 
     def _call_args(self, e: dict[str, Any]) -> None:
         call_id, delta = _text(e, "toolCallId"), _text(e, "delta")
@@ -292,14 +235,14 @@ class ThreadFold:
         if held is None or not isinstance(function, dict):
             raise _Skip
         self._held.append_text(function, "arguments", delta)
-        _merge_metadata(held[1], e)
+        merge_metadata(held[1], e)
 
     def _call_end(self, e: dict[str, Any]) -> None:
         call_id = _text(e, "toolCallId")
         self._close(CALL, call_id)
         held = self._held.call(call_id)
         if held is not None:
-            _merge_metadata(held[1], e)
+            merge_metadata(held[1], e)
 
     def _call_result(self, e: dict[str, Any]) -> None:
         call_id, content = _text(e, "toolCallId"), e.get("content")
@@ -307,7 +250,7 @@ class ThreadFold:
             raise _Skip
         result: Message = {"id": _text(e, "messageId"), "toolCallId": call_id}
         result |= {"role": _optional(e, "role") or "tool", "content": content}
-        _merge_metadata(_tagged(result, e), e)
+        merge_metadata(_tagged(result, e), e)
         self._held.add_result(result, call_id)
 
     # --- state, snapshots, activities ---------------------------------------------------------
@@ -348,7 +291,7 @@ class ThreadFold:
             self._held.replace(at, made)
         else:
             return
-        _merge_metadata(made, e)
+        merge_metadata(made, e)
 
     def _activity_delta(self, e: dict[str, Any]) -> None:
         message_id, kind = _text(e, "messageId"), _text(e, "activityType")
@@ -356,7 +299,7 @@ class ThreadFold:
         existing = self._held.at(at) if at is not None else None
         if at is None or existing is None or existing.get("role") != "activity":
             raise _Skip
-        _merge_metadata(existing, e)  # the client merges it before the patch, which may fail
+        merge_metadata(existing, e)  # the client merges it before the patch, which may fail
         base, patch = existing.get("content"), e.get("patch")
         content = self._patched({} if base is None else base, [] if patch is None else patch)
         self._held.replace(at, {**existing, "content": content, "activityType": kind})
@@ -407,8 +350,7 @@ class ThreadFold:
             raise _Skip  # the verifier: not open
 
 
-#: What each event does to the fold (a table of the class's, not each fold's: a fold holding
-#: its own bound methods would be a reference cycle, left to the garbage collector).
+#: What each event does (the class's table: a fold's own bound methods would make a cycle).
 _HANDLERS: dict[str, Callable[[ThreadFold, dict[str, Any]], None]] = {
     "TEXT_MESSAGE_START": ThreadFold._text_start,
     "TEXT_MESSAGE_CONTENT": ThreadFold._text_content,
@@ -456,11 +398,3 @@ def _tagged(made: Message, event: dict[str, Any]) -> Message:
     if subagent is not None:
         made["subagentRunId"] = subagent
     return made
-
-
-def _merge_metadata(target: dict[str, Any], event: dict[str, Any]) -> None:
-    """The event's metadata over the target's, key by key (the client's ``mergeMetadata``)."""
-    metadata = event.get("metadata")
-    if isinstance(metadata, dict):
-        held = target.get("metadata")
-        target["metadata"] = {**held, **metadata} if isinstance(held, dict) else dict(metadata)

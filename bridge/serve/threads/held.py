@@ -225,3 +225,11 @@ def _index_calls(message: Message, index: dict[str, Held]) -> None:
     for call in calls if isinstance(calls, list) else ():
         if isinstance(call, dict) and type(call.get("id")) is str:
             index.setdefault(call["id"], (message, call))
+
+
+def merge_metadata(target: dict[str, Any], event: dict[str, Any]) -> None:
+    """The event's metadata over the target's, key by key (the client's ``mergeMetadata``)."""
+    metadata = event.get("metadata")
+    if isinstance(metadata, dict):
+        held = target.get("metadata")
+        target["metadata"] = {**held, **metadata} if isinstance(held, dict) else dict(metadata)

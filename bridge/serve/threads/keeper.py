@@ -190,32 +190,22 @@ class ThreadKeeper:
         try:
             if live.kept:
                 small = inline and live.size <= OFF_LOOP_BYTES
-                await self._save(live, run_input, live.frames(), None, small)
+                made = await self._made(live, run_input, live.frames(), None, small)
             else:  # the thread stays as it was before the run
                 logger.warning(
                     "run %s: its thread passed --max-thread-bytes (%d); the run was not kept",
                     live.run_id,
                     self.config.max_thread_bytes,
                 )
-                await self._save(live, run_input, [], None, inline)
+                made = await self._made(live, run_input, [], None, inline)
+            if made is not None:
+                await self.store.save(live.owner, live.thread_id, *made)
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:
             if not live.saved.done():
                 live.saved.set_result(None)
             self.live.settle(live)
-
-    async def _save(
-        self,
-        live: LiveRun,
-        run_input: RunAgentInput,
-        frames: Sequence[str],
-        running: str | None,
-        inline: bool,
-    ) -> None:
-        made = await self._made(live, run_input, frames, running, inline)
-        if made is not None:
-            await self.store.save(live.owner, live.thread_id, *made)
 
     async def _made(
         self,

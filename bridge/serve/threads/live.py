@@ -8,16 +8,13 @@ owner's ``POST /runs/{id}/cancel``, the grace running out) stops the upstream re
 the run with what is open closed and ``RUN_FINISHED`` outcome ``cancelled``.
 
 A follower that lags ``FOLLOW_WINDOW`` frames behind makes the run wait, as a slow reader
-slows the upstream read without threads; a run nobody follows waits for nobody.
-
-The frames kept are bounded by ``max_bytes`` (the thread's limit): past it the run goes on for
-its followers, its early frames are let go once read, and it can no longer be followed from its
+slows the upstream read without threads; a run nobody follows waits for nobody. The frames
+kept are bounded by ``max_bytes`` (the thread's limit): past it the run goes on for its
+followers, its early frames are let go once read, and it can no longer be followed from its
 start nor kept in its thread (``kept`` is ``False``).
 
-With a shared store, the run's frames go there (``Mirrors``) for followers on other processes:
-as they come once the run is ``wanted`` (such a follower asked for it, or the run passed
-``max_bytes`` and lets go of what the store has), and all of them at its end, for a client that
-comes back later; a run nobody elsewhere follows costs the store nothing while it goes.
+With a shared store (``Mirrors``), the run's frames go there as they come once it is ``wanted``
+(asked for elsewhere, or past ``max_bytes``), and all of them at its end.
 """
 
 from __future__ import annotations
@@ -26,54 +23,27 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
-from urllib.parse import quote
 
-from ag_ui.core import BaseEvent, CustomEvent
+from ag_ui.core import BaseEvent
 
-from bridge.core.encode import encode_event
-from bridge.core.errors import BridgeError
+from bridge.serve.threads.run_frames import (
+    FOLLOW_WINDOW,
+    NOT_KEPT_FRAME,
+    EndWith,
+    Rider,
+    RunGoneError,
+    ends_run,
+    id_prefix,
+    in_batches,
+    with_ids,
+)
 from bridge.serve.threads.store import Batch
 
 logger = logging.getLogger("agui_bridge")
 
-#: Frames a follower may be behind before the run waits for it.
-FOLLOW_WINDOW = 256
-#: The characters of frames one entry of a shared store carries at most (a frame more than it
-#: when one alone passes it): a run handed over whole, at its end or to a follower that comes
-#: late, goes in entries each encoded and sent in a moment.
-MIRROR_BATCH_CHARS = 256 * 1024
 
-#: Said to the run's clients when its thread passes ``max_bytes`` (README "Threads").
-NOT_KEPT_FRAME = encode_event(
-    CustomEvent(
-        name="agui_bridge.thread_not_kept",
-        value={
-            "code": "thread_too_large",
-            "message": "this run passed the bridge's --max-thread-bytes: it goes on, but it will "
-            "not be kept in its thread, nor can it be followed again after a reload",
-        },
-    )
-)
-
-#: The start of a frame that ends a run (``encode_event`` writes ``type`` first).
-_ENDS = ('data: {"type":"RUN_FINISHED"', 'data: {"type":"RUN_ERROR"')
-
-
-def id_prefix(run_id: str) -> str:
-    """What begins the ``id:`` line of each frame of the run (made once per response)."""
-    return f"id: {quote(run_id, safe='')}:"
-
-
-def with_ids(prefix: str, first: int, frames: list[str]) -> str:
-    """The frames, each with its ``id:`` line (``prefix``: the run's ``id_prefix``)."""
-    if len(frames) == 1:  # most batches: one token's frame
-        return f"{prefix}{first}\n{frames[0]}"
-    return "".join([f"{prefix}{first + i}\n{frame}" for i, frame in enumerate(frames)])
-
-
-def ends_run(frame: str) -> bool:
-    """Whether the frame is a run's terminal event."""
-    return frame.startswith(_ENDS)
+#: The events that end a cancelled run: what it left open closed, and its terminal event.
+CancelEnds = Callable[["LiveRun"], Awaitable[Sequence[BaseEvent]]]
 
 
 class Mirrors(Protocol):
@@ -82,44 +52,6 @@ class Mirrors(Protocol):
     def more(self, live: LiveRun) -> None:
         """The run has frames the store has not."""
         ...
-
-
-class RunGoneError(BridgeError):
-    """The frames a follower asked for were let go (the run passed ``max_bytes``)."""
-
-    code = "run_not_kept"
-
-    @classmethod
-    def of(cls, run_id: str) -> RunGoneError:
-        return cls(
-            f"the run {run_id!r} passed --max-thread-bytes: the events this client had not "
-            "taken yet were let go"
-        )
-
-
-class _Rider:
-    """The follower whose frames the run's own task writes (``LiveRun.carry``)."""
-
-    __slots__ = ("add", "failed", "flush", "key", "prefix", "released", "taken")
-
-    def __init__(
-        self,
-        key: int,
-        taken: int,
-        add: Callable[[str], None],
-        prefix: str,
-        flush: Callable[[], Awaitable[None]],
-    ) -> None:
-        self.key, self.taken, self.add, self.prefix, self.flush = key, taken, add, prefix, flush
-        self.failed = False
-        #: Set when the run's task writes for it no more (the run ended, or a write failed).
-        self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-
-#: Writes the run's last events through its own writer (redacted, shaped for its client).
-EndWith = Callable[[Sequence[BaseEvent]], None]
-#: The events that end a cancelled run: what it left open closed, and its terminal event.
-CancelEnds = Callable[["LiveRun"], Awaitable[Sequence[BaseEvent]]]
 
 
 class LiveRun:
@@ -150,7 +82,7 @@ class LiveRun:
         self._followers: dict[int, int] = {}  # follower → the last frame it took
         self._keys = 0  # the last follower's key
         #: The follower whose frames the run's own task writes as it flushes (``carry``).
-        self._rider: _Rider | None = None
+        self._rider: Rider | None = None
         self._drained: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._alone: asyncio.TimerHandle | None = None
@@ -284,7 +216,7 @@ class LiveRun:
                 if self._rider is not None:
                     await self._wait()
                     continue
-                rider = self._rider = _Rider(key, taken, add, prefix, flush)
+                rider = self._rider = Rider(key, taken, add, prefix, flush)
                 try:
                     await rider.released
                 finally:
@@ -296,7 +228,7 @@ class LiveRun:
         finally:
             self._leave(key)
 
-    async def _ride(self, rider: _Rider) -> None:
+    async def _ride(self, rider: Rider) -> None:
         """The run's task writes the rider's frames (``flush``)."""
         taken, frames = rider.taken, self._frames
         end = self._base + len(frames)
@@ -319,7 +251,7 @@ class LiveRun:
             rider.failed = True
             self._release(rider)
 
-    def _release(self, rider: _Rider) -> None:
+    def _release(self, rider: Rider) -> None:
         if self._rider is rider:
             self._rider = None
         if not rider.released.done():
@@ -452,19 +384,7 @@ class LiveRun:
         none (or the store was not told of the run yet)."""
         if not self.begun.done() or self._mirrored >= self.last:
             return []
-        batches: list[tuple[Batch, bool]] = []
-        first, frames, size = self._mirrored + 1, [], 0
-        for frame in self._frames[self._mirrored - self._base :]:
-            frames.append(frame)
-            size += len(frame)
-            if size >= MIRROR_BATCH_CHARS:
-                batches.append((Batch(first, frames), False))
-                first, frames, size = first + len(frames), [], 0
-        if frames:
-            batches.append((Batch(first, frames), False))
-        last, _ = batches[-1]
-        batches[-1] = last, ends_run(last.frames[-1])
-        return batches
+        return in_batches(self._mirrored + 1, self._frames[self._mirrored - self._base :])
 
     def mirrored(self, last: int) -> None:
         """The store has the frames up to number ``last``."""

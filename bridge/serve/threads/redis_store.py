@@ -22,7 +22,6 @@ Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -42,6 +41,7 @@ from bridge.serve.threads.records import (
     summary_from_json,
     summary_json,
 )
+from bridge.serve.threads.redis_scripts import BEGIN, BEGIN_SAVE, END, SAVE
 from bridge.serve.threads.store import Batch, RunInfo, ThreadStoreError, ThreadSummary
 from bridge.serve.tools.claims import REDIS_TIMEOUT, redis_client
 
@@ -57,64 +57,6 @@ _HEALTH_TTL_MS = 60_000
 #: The longest ``run_events`` waits for a batch (seconds); a longer wait is cut to it. The
 #: blocking read's connection waits this long for an answer, plus ``REDIS_TIMEOUT``.
 LONGEST_WAIT = 30.0
-
-
-#: A save (``KEYS``: the thread's document, the owner's list and summaries; ``ARGV``: the
-#: document, its expiry in ms, the thread's name, the time of the save, its summary, the time
-#: before which a save has expired, ``max_threads``, the prefix of the owner's documents' keys):
-#: the document and its summary kept, then the owner's threads that went forgotten: expired
-#: ones (their documents expired with them) and the least recently saved beyond the bound. One
-#: script, so that no save in between is forgotten, so that an owner's summaries never outgrow
-#: the threads kept, and so that a save costs the client one command: it costs this process
-#: more CPU per command than a token's whole way through the bridge.
-_SAVE = """
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[3], ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[6])
-for _, member in ipairs(redis.call('ZREVRANGE', KEYS[2], tonumber(ARGV[7]), -1)) do
-  table.insert(gone, member)
-end
-for _, member in ipairs(gone) do
-  redis.call('ZREM', KEYS[2], member)
-  redis.call('HDEL', KEYS[3], member)
-  redis.call('DEL', ARGV[8] .. member)
-end
-return #gone
-"""
-
-#: A run begins (``KEYS``: its events and its info; ``ARGV``: whose it is, as JSON, and how long
-#: its keys are kept, in ms): what a run of the same id left is gone, and an entry of no frames
-#: makes the stream, so that it exists to expire from now on. One command, as ``_SAVE``.
-_BEGIN = """
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[2], 'whose', ARGV[1], 'ended', '0')
-redis.call('XADD', KEYS[1], '0-1', 'first', '1', 'frames', '[]')
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
-"""
-
-#: A run begins and its thread is saved as it begins (``_BEGIN`` then ``_SAVE``, their keys
-#: and arguments one after the other): one command.
-_BEGIN_SAVE = _BEGIN.replace("return 1\n", "") + re.sub(
-    r"(KEYS|ARGV)\[(\d+)\]",
-    lambda m: f"{m[1]}[{int(m[2]) + 2}]",
-    _SAVE,
-)
-
-#: A run's last batch (``KEYS``: its events and its info; ``ARGV``: the entry's id, its first
-#: frame's number, its frames, how long the run is kept now, in ms): added, the run marked
-#: ended, its keys kept ``RUN_KEPT``. One command, as ``_SAVE``.
-_END = """
-redis.call('XADD', KEYS[1], ARGV[1], 'first', ARGV[2], 'frames', ARGV[3], 'end', '1')
-redis.call('HSET', KEYS[2], 'ended', '1')
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-return 1
-"""
 
 
 #: Seconds between two refreshes of a going run's expiry (``RUN_ALIVE``, an hour ahead).
@@ -150,10 +92,10 @@ class RedisThreads:
         self._run_alive = run_alive
         self._max_threads = max_threads
         self._client: Redis = redis_client(url)
-        self._save = self._client.register_script(_SAVE)
-        self._begin = self._client.register_script(_BEGIN)
-        self._begin_save = self._client.register_script(_BEGIN_SAVE)
-        self._end = self._client.register_script(_END)
+        self._save = self._client.register_script(SAVE)
+        self._begin = self._client.register_script(BEGIN)
+        self._begin_save = self._client.register_script(BEGIN_SAVE)
+        self._end = self._client.register_script(END)
         # A blocking XREAD holds its connection for the whole block: a pool of its own, whose
         # connections wait for an answer longer than the longest block.
         self._blocking: Redis = redis_client(url, socket_timeout=LONGEST_WAIT + REDIS_TIMEOUT)
@@ -193,7 +135,7 @@ class RedisThreads:
     def _saving(
         self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
     ) -> tuple[list[Any], list[Any]]:
-        """``_SAVE``'s keys and arguments."""
+        """``SAVE``'s keys and arguments."""
         owner, thread, ttl = digest(owner), digest(thread_id), _ms(self._ttl)
         listed, summaries = f"{_PREFIX}threads:{owner}", f"{_PREFIX}summaries:{owner}"
         keys = [self._document_key(owner, thread), listed, summaries]

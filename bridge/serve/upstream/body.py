@@ -1,6 +1,6 @@
 """A streamed answer's body as the read loop takes it, and the idle timeout of a body read from
 aiohttp's own buffer: one watch for all of them instead of a timer re-armed on every read; and
-an answer read whole, within a size (``read_whole``).
+an answer read whole, within a size (``read_whole``); a response closed (``close_response``).
 
 Private names read here, of versions pinned in pyproject and checked by
 ``tests/test_read_path.py`` (a change makes it fail, not go slow): httpx's
@@ -162,3 +162,17 @@ async def read_whole(response: httpx.Response, limit: int, what: str) -> bytes:
                 f"the upstream's answer to {what} is longer than {limit} bytes"
             )
     return bytes(raw)
+
+
+#: What a closed response's stream becomes (``close_response``).
+_CLOSED = httpx.ByteStream(b"")
+
+
+async def close_response(response: httpx.Response) -> None:
+    """Close the response, then let go of its stream: httpx's stream holds the response that
+    holds it, a reference cycle that would keep the request (its body) and the response alive
+    until the garbage collector runs, and cost it a pass, each request."""
+    try:
+        await response.aclose()
+    finally:
+        response.stream = _CLOSED

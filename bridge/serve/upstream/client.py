@@ -21,7 +21,7 @@ import orjson
 from bridge.config import BridgeConfig
 from bridge.core.errors import BridgeError, UpstreamProtocolError, UpstreamTimeoutError
 from bridge.serve.observe.observation import TurnObservation
-from bridge.serve.upstream.body import Body, IdleWatch, read_whole
+from bridge.serve.upstream.body import Body, IdleWatch, close_response, read_whole
 from bridge.serve.upstream.failures import UpstreamFailures
 from bridge.serve.upstream.parse import parse_json
 from bridge.serve.upstream.recording import REQUEST_BODY
@@ -171,7 +171,7 @@ class UpstreamClient:
         except TRANSPORT_ERRORS as exc:
             raise self._failures.translate(exc) from exc
         finally:
-            await _close(response)
+            await close_response(response)
 
     async def stream(
         self,
@@ -254,7 +254,7 @@ class UpstreamClient:
             except TRANSPORT_ERRORS as exc:
                 raise self._failures.translate(exc) from exc
             finally:
-                await _close(response)
+                await close_response(response)
             if "stream_options" in body and "stream_options" in error.message:
                 body = {key: value for key, value in body.items() if key != "stream_options"}
                 continue
@@ -338,7 +338,7 @@ class UpstreamClient:
                         )
                     raw = await read_whole(response, limit, what)
                 finally:
-                    await _close(response)
+                    await close_response(response)
         except TRANSPORT_ERRORS as exc:
             if deadline.expired():
                 raise UpstreamTimeoutError(
@@ -351,20 +351,6 @@ class UpstreamClient:
             return parse_json(raw)
         except ValueError:
             return None
-
-
-#: What a closed response's stream becomes (``_close``).
-_CLOSED = httpx.ByteStream(b"")
-
-
-async def _close(response: httpx.Response) -> None:
-    """Close the response, then let go of its stream: httpx's stream holds the response that
-    holds it, a reference cycle that would keep the request (its body) and the response alive
-    until the garbage collector runs, and cost it a pass, each request."""
-    try:
-        await response.aclose()
-    finally:
-        response.stream = _CLOSED
 
 
 def _charset(response: httpx.Response) -> str | None:
