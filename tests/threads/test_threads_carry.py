@@ -95,6 +95,25 @@ def stepped(live: LiveRun, numbers: range, step: asyncio.Event) -> Callable[[], 
     return body
 
 
+def blocked_at_the_second(
+    live: LiveRun, client: Client, wrote: asyncio.Event, full: asyncio.Future[None]
+) -> Callable[[], Awaitable[None]]:
+    """A run writing frame 1, then, once ``wrote`` is set, frame 2 into a full socket (the
+    client's flush waits on ``full``), then its end."""
+
+    async def body() -> None:
+        live.add(frame(1))
+        await live.flush()
+        await wrote.wait()
+        client.blocked = full
+        live.add(frame(2))
+        await live.flush()
+        live.add(END)
+        await live.flush()
+
+    return body
+
+
 def new_run() -> LiveRun:
     return LiveRun("r", "owner", "t", max_bytes=1 << 20, grace=30)
 
@@ -131,18 +150,8 @@ async def test_a_second_client_follows_while_the_first_rides_and_each_gets_every
 
 async def test_a_run_cancelled_while_its_clients_socket_is_full_gives_each_frame_once() -> None:
     live, client, wrote = new_run(), Client(), asyncio.Event()
-
-    async def body() -> None:
-        live.add(frame(1))
-        await live.flush()
-        await wrote.wait()
-        client.blocked = asyncio.get_running_loop().create_future()  # the socket is full
-        live.add(frame(2))
-        await live.flush()  # cancelled here
-        live.add(frame(3))  # never
-        await live.flush()
-
-    started(live, body)
+    full: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    started(live, blocked_at_the_second(live, client, wrote, full))  # cancelled in frame 2
     follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
     wrote.set()
@@ -162,18 +171,7 @@ async def test_a_client_gone_mid_write_leaves_no_follower_behind(then: str) -> N
     cancelled in it: either way the run has no follower left, and its grace runs."""
     live, client, wrote = new_run(), Client(), asyncio.Event()
     release: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    async def body() -> None:
-        live.add(frame(1))
-        await live.flush()
-        await wrote.wait()
-        client.blocked = release
-        live.add(frame(2))
-        await live.flush()
-        live.add(END)
-        await live.flush()
-
-    started(live, body)
+    started(live, blocked_at_the_second(live, client, wrote, release))
     follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
     wrote.set()

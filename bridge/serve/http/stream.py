@@ -111,8 +111,8 @@ class EventStreamResponse(Response):
         gone = False
         # A task of its own, not the request's: the request's task waits under the server's and
         # the app's layers (uvicorn's, Starlette's middleware and routing, a dozen coroutines),
-        # which every token's read would resume and suspend again. An asyncio task, not one of
-        # the watchers' task group: anyio's wraps it in two more.
+        # which every token's read would resume and suspend again. A plain asyncio task (anyio's
+        # wrap it in two more), as the watchers below are.
         sink = self._sink = FrameSink(send)
         pump = self._pump_task = asyncio.create_task(self._pump(sink))
 

@@ -147,7 +147,9 @@ async def run_events(bridge: Bridge, request: Request) -> Response:
         keeper, owner = keeper_of(bridge, request)
         after = _after(request, run_id)
         live = keeper.live.get(run_id)
-        if live is not None and live.owner == owner:  # this process's run
+        if live is not None:  # this process's run
+            if live.owner != owner:
+                raise _unknown("run")
             if not live.can_follow(after):
                 raise InvalidRunInputError(
                     f"the run {run_id!r} passed --max-thread-bytes: its early events were let go",
@@ -158,7 +160,7 @@ async def run_events(bridge: Bridge, request: Request) -> Response:
             if isinstance(live, LiveRun):
                 return carry_response(bridge, live, after)
             return follow_response(bridge, run_id, live.follow(after))
-        source = await _from_other(keeper, owner, run_id, after, live is None)
+        source = await _from_other(keeper, owner, run_id, after)
         bridge.telemetry.thread("reconnect", "", run_id, 0)
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
@@ -183,12 +185,10 @@ def _after(request: Request, run_id: str) -> int:
     return int(number)
 
 
-async def _from_other(
-    keeper: ThreadKeeper, owner: str, run_id: str, after: int, unknown_here: bool
-) -> Frames:
+async def _from_other(keeper: ThreadKeeper, owner: str, run_id: str, after: int) -> Frames:
     """The frames after ``after`` of a run of another process (a shared store), as the store
     has them; 404 for another owner's run or none."""
-    if unknown_here and keeper.store.shared:
+    if keeper.store.shared:
         info = await keeper.store.run_info(run_id)
         if info is not None and info.owner == owner:
             return _from_store(keeper, run_id, after, "" if info.ended else info.process)
@@ -205,9 +205,10 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: st
     # A run whose process died writes no more: after --run-timeout with nothing new, the
     # follower is let go (the run could not have gone on longer anyway).
     quiet_since = time.monotonic()
+    ended = False
     while True:
         try:
-            batches = await keeper.store.run_events(run_id, after, wait)
+            batches = await keeper.store.run_events(run_id, after, 0 if ended else wait)
         except ThreadStoreError as exc:  # its follower is told (follow_response)
             logger.warning("run %s: following it stopped: %s", run_id, exc.message)
             raise
@@ -219,16 +220,13 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: st
                 after = batch.last
             if batch.frames and ends_run(batch.frames[-1]):
                 return
+        if ended:  # that was the look after the run's end: nothing more comes
+            return
         if not batches:
             info = await keeper.store.run_info(run_id)
             if info is not None and info.ended:
-                # Its end may have come since the read: what came then, then nothing more.
-                for batch in await keeper.store.run_events(run_id, after, 0):
-                    frames = list(batch.frames[max(after - batch.first + 1, 0) :])
-                    if frames:
-                        yield after + 1, frames
-                        after = batch.last
-                return
+                ended = True  # its end may have come since the read: one more look
+                continue
             if info is None:
                 raise RunLostError(f"the events of the run {run_id!r} are no longer kept")
             if time.monotonic() - quiet_since > keeper.config.run_timeout:
@@ -307,8 +305,8 @@ async def hydrate(
             return _following(bridge, live.run_id, live.follow(0), before, writer)
         if thread is not None and thread.running is not None and keeper.store.shared:
             info = await keeper.store.run_info(thread.running)
-            # A run that ended but whose thread is not saved as it left it yet (its end's save
-            # waits for the next pipeline): the run, whole, from the store.
+            # Going on elsewhere, or ended with its thread not saved as it left it yet (its end's
+            # save comes after its events): the run, whole, from the store.
             if info is not None and info.owner == owner:
                 process = "" if info.ended else info.process
                 source = _from_store(keeper, thread.running, 0, process)

@@ -18,6 +18,7 @@ fields the client's schema does not know (it strips them), the 0.0.x ``THINKING_
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from ag_ui.core import BaseEvent
@@ -156,30 +157,6 @@ class ThreadFold:
             raise _Skip
         self._held.append_text(target, "content", delta)
         merge_metadata(target, e)
-
-    def _text_content(self, e: dict[str, Any]) -> None:
-        self._content(e, TEXT)
-
-    def _text_end(self, e: dict[str, Any]) -> None:
-        self._end(e, TEXT)
-
-    def _reasoning_content(self, e: dict[str, Any]) -> None:
-        self._content(e, REASONING)
-
-    def _reasoning_end(self, e: dict[str, Any]) -> None:
-        self._end(e, REASONING)
-
-    def _span_start(self, e: dict[str, Any]) -> None:
-        self._open(SPAN, _text(e, "messageId"), e)
-
-    def _span_end(self, e: dict[str, Any]) -> None:
-        self._close(SPAN, _text(e, "messageId"))
-
-    def _step_start(self, e: dict[str, Any]) -> None:
-        self._open(STEP, _text(e, "stepName"), e)
-
-    def _step_end(self, e: dict[str, Any]) -> None:
-        self._close(STEP, _text(e, "stepName"))
 
     def _end(self, e: dict[str, Any], kind: str) -> None:
         message_id = _text(e, "messageId")
@@ -353,13 +330,13 @@ class ThreadFold:
 #: What each event does (the class's table: a fold's own bound methods would make a cycle).
 _HANDLERS: dict[str, Callable[[ThreadFold, dict[str, Any]], None]] = {
     "TEXT_MESSAGE_START": ThreadFold._text_start,
-    "TEXT_MESSAGE_CONTENT": ThreadFold._text_content,
-    "TEXT_MESSAGE_END": ThreadFold._text_end,
+    "TEXT_MESSAGE_CONTENT": partial(ThreadFold._content, kind=TEXT),
+    "TEXT_MESSAGE_END": partial(ThreadFold._end, kind=TEXT),
     "REASONING_MESSAGE_START": ThreadFold._reasoning_start,
-    "REASONING_MESSAGE_CONTENT": ThreadFold._reasoning_content,
-    "REASONING_MESSAGE_END": ThreadFold._reasoning_end,
-    "REASONING_START": ThreadFold._span_start,
-    "REASONING_END": ThreadFold._span_end,
+    "REASONING_MESSAGE_CONTENT": partial(ThreadFold._content, kind=REASONING),
+    "REASONING_MESSAGE_END": partial(ThreadFold._end, kind=REASONING),
+    "REASONING_START": lambda fold, e: fold._open(SPAN, _text(e, "messageId"), e),
+    "REASONING_END": lambda fold, e: fold._close(SPAN, _text(e, "messageId")),
     "REASONING_ENCRYPTED_VALUE": ThreadFold._encrypted,
     "TOOL_CALL_START": ThreadFold._call_start,
     "TOOL_CALL_ARGS": ThreadFold._call_args,
@@ -370,8 +347,8 @@ _HANDLERS: dict[str, Callable[[ThreadFold, dict[str, Any]], None]] = {
     "MESSAGES_SNAPSHOT": ThreadFold._messages_snapshot,
     "ACTIVITY_SNAPSHOT": ThreadFold._activity_snapshot,
     "ACTIVITY_DELTA": ThreadFold._activity_delta,
-    "STEP_STARTED": ThreadFold._step_start,
-    "STEP_FINISHED": ThreadFold._step_end,
+    "STEP_STARTED": lambda fold, e: fold._open(STEP, _text(e, "stepName"), e),
+    "STEP_FINISHED": lambda fold, e: fold._close(STEP, _text(e, "stepName")),
     "RUN_STARTED": ThreadFold._run_started,
     "RUN_FINISHED": ThreadFold._run_finished,
     "RUN_ERROR": ThreadFold._run_error,

@@ -168,14 +168,12 @@ class ThreadKeeper:
     async def _save_start(self, live: LiveRun, run_input: RunAgentInput, inline: bool) -> None:
         try:
             made = await self._made(live, run_input, [], live.run_id, inline)
-            if self.store.shared:  # the run told of and its thread saved: one command
-                process = self._mirror.process if self._mirror is not None else ""
-                await self.store.run_begin(
-                    live.run_id, live.owner, live.thread_id, process, saving=made
-                )
-                live.begun.set_result(True)
-            elif made is not None:
-                await self.store.save(live.owner, live.thread_id, *made)
+            process = self._mirror.process if self._mirror is not None else ""
+            # The run told of (a shared store) and its thread saved: one command to Redis.
+            await self.store.run_begin(
+                live.run_id, live.owner, live.thread_id, process, saving=made
+            )
+            live.begun.set_result(self.store.shared)  # not shared: its events stay here
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:

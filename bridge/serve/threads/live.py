@@ -230,12 +230,8 @@ class LiveRun:
 
     async def _ride(self, rider: Rider) -> None:
         """The run's task writes the rider's frames (``flush``)."""
-        taken, frames = rider.taken, self._frames
-        end = self._base + len(frames)
-        if end - taken == 1:  # most flushes: one token's frame
-            rider.add(f"{rider.prefix}{end}\n{frames[-1]}")
-        else:
-            rider.add(with_ids(rider.prefix, taken + 1, frames[taken - self._base :]))
+        taken, end = rider.taken, self._base + len(self._frames)
+        rider.add(with_ids(rider.prefix, taken + 1, self._frames[taken - self._base :]))
         rider.taken = self._followers[rider.key] = end
         try:
             await rider.flush()

@@ -139,15 +139,13 @@ class RedisThreads:
         owner, thread, ttl = digest(owner), digest(thread_id), _ms(self._ttl)
         listed, summaries = f"{_PREFIX}threads:{owner}", f"{_PREFIX}summaries:{owner}"
         keys = [self._document_key(owner, thread), listed, summaries]
-        summarised = summary_json(summary)
-
         now = time.time()
         args = [
             document,
             ttl,
             thread,
             repr(now),
-            summarised,
+            summary_json(summary),
             repr(now - self._ttl),
             self._max_threads,
             self._document_key(owner, ""),
