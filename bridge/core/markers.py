@@ -7,6 +7,7 @@ held back until the next chunk decides it).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 
@@ -44,3 +45,14 @@ class MarkerSet:
                 if any(marker.startswith(suffix) for marker in self.markers):
                     return len(text) - i
         return 0
+
+
+def marker_set(markers: Iterable[str]) -> MarkerSet:
+    """The ``MarkerSet`` of ``markers``, one for every stream's filters and parsers that look
+    for the same ones (it holds no state of a stream): a stream holds none of its own."""
+    return _shared(tuple(markers))
+
+
+@functools.lru_cache(maxsize=256)  # the formats' and the configured tags' sets: a few dozen
+def _shared(markers: tuple[str, ...]) -> MarkerSet:
+    return MarkerSet(markers)

@@ -15,9 +15,11 @@ never changes the result. (An older llama.cpp build, recorded in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
-from bridge.core.markers import MarkerSet
+from bridge.core.markers import MarkerSet, marker_set
 from bridge.core.parts import Reasoning, Text
 
 TagPair = tuple[str, str]
@@ -74,6 +76,20 @@ def resolve_reasoning_tags(spec: Iterable[str | Sequence[str]]) -> tuple[TagPair
     return tuple(dict.fromkeys(pairs))
 
 
+@functools.lru_cache(maxsize=64)  # the configured pairs: one or a few sets a process
+def _tags_of(
+    pairs: tuple[TagPair, ...],
+) -> tuple[Mapping[str, str], MarkerSet, MarkerSet, Mapping[str, MarkerSet]]:
+    """What a filter looks for, shared by every stream's filter of the same tags (none of it
+    changes): each opening tag's closing tag, the closing tags, the markers in answer text,
+    and each closing tag's own marker."""
+    close_of = MappingProxyType(dict(pairs))
+    closes = marker_set(close for _, close in pairs)
+    text_markers = marker_set([*close_of, *closes.markers])
+    own = MappingProxyType({close: marker_set([close]) for close in closes.markers})
+    return close_of, closes, text_markers, own
+
+
 class ReasoningTagFilter:
     """Splits a stream of content text into ``Text`` and ``Reasoning`` parts at reasoning tags.
 
@@ -94,10 +110,9 @@ class ReasoningTagFilter:
     ) -> None:
         if not pairs:
             raise ValueError("at least one reasoning tag pair is needed")
-        self._close_of = dict(pairs)
-        self._closes = MarkerSet(close for _, close in pairs)
-        self._text_markers = MarkerSet([*self._close_of, *self._closes.markers])
-        self._close_markers = {close: MarkerSet([close]) for close in self._closes.markers}
+        self._close_of, self._closes, self._text_markers, self._close_markers = _tags_of(
+            tuple((opening, close) for opening, close in pairs)
+        )
         # In reasoning: the closing tags that end it (all of them when the template opened it).
         self._reasoning_markers: MarkerSet | None = self._closes if starts_in_reasoning else None
         self._strip_whitespace = starts_in_reasoning

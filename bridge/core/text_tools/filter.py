@@ -34,7 +34,7 @@ import itertools
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from bridge.core.markers import MarkerSet
+from bridge.core.markers import marker_set
 from bridge.core.parts import Part, Text
 from bridge.core.text_tools.call import FormatContext
 from bridge.core.text_tools.formats import FORMAT_ALIASES, MARKERS, START_MARKERS, Body, body_for
@@ -64,8 +64,8 @@ class TextToolCalls:
             raise ValueError(f"unknown text tool formats: {sorted(unknown)}")
         anywhere = [marker for name in formats for marker in MARKERS[name]]
         at_start = [marker for name in formats for marker in START_MARKERS.get(name, ())]
-        self._open = MarkerSet(anywhere)
-        self._open_at_start = MarkerSet([*anywhere, *at_start])
+        self._open = marker_set(anywhere)
+        self._open_at_start = marker_set([*anywhere, *at_start])
         tools = (
             {
                 name: schema if isinstance(schema, Mapping) else {}

@@ -12,7 +12,7 @@ import secrets
 import string
 from collections.abc import Callable
 
-from bridge.core.markers import MarkerSet
+from bridge.core.markers import marker_set
 from bridge.core.parts import Part, Text
 from bridge.core.text_tools.call import Call, FormatContext, arguments_reader, plausible_name
 from bridge.core.text_tools.harmony import CHANNEL, START, HarmonyBody
@@ -29,7 +29,7 @@ class _HermesBody:
     CLOSE = "</tool_call>"
 
     def __init__(self, next_index: Callable[[], int]) -> None:
-        self._close = MarkerSet([self.CLOSE])
+        self._close = marker_set([self.CLOSE])
         self._held = ""
         index = next_index()
         reader = JsonCallReader(args_keys=("arguments", "parameters"))
@@ -280,7 +280,7 @@ def body_for(marker: str, ctx: FormatContext) -> Body:
     return _LlamaJsonBody(ctx.next_index, marker, ctx.allowed(marker_of_its_own=False))
 
 
-_ARGS_MARKER = MarkerSet([_MistralBody.ARGS])
+_ARGS_MARKER = marker_set([_MistralBody.ARGS])
 _PYTHON_TAG = "<|python_tag|>"
 #: Each format's opening markers, found anywhere in the answer.
 MARKERS = {

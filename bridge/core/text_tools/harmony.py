@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from bridge.core.markers import MarkerSet
+from bridge.core.markers import marker_set
 from bridge.core.parts import Part, Reasoning, Text
 from bridge.core.text_tools.call import Call, FormatContext, arguments_reader
 
@@ -33,7 +33,7 @@ class HarmonyBody:
         self._state = "header"  # header | reasoning | text | call | tail
         self._buf = ""
         self._call: Call | None = None
-        self._end = MarkerSet([*_ENDS, START, CHANNEL])
+        self._end = marker_set([*_ENDS, START, CHANNEL])
 
     def feed(self, text: str, out: list[Part]) -> str | None:
         buf, self._buf = self._buf + text, ""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.core.markers import MarkerSet
+from bridge.core.markers import marker_set
 from bridge.core.parts import Part, Text
 from bridge.core.text_tools.call import Call, FormatContext, arguments_reader, plausible_name
 
@@ -100,12 +100,12 @@ class TaggedParams:
         self._schema_of = schema_of
         self._buf = ""
         self._state = "between"  # between | key | before_value | value | skip
-        self._end = MarkerSet([tags.end])
+        self._end = marker_set([tags.end])
         self._count = 0
         self._schema: Mapping[str, Any] | None = None
         self._streaming = False  # a text value, streamed as it comes
         self._value_begun = False
-        self._value_close = MarkerSet([tags.value_close])
+        self._value_close = marker_set([tags.value_close])
 
     def feed(self, text: str, out: list[Part]) -> str | None:
         """``None`` while the parameters go on; once the end tag is read, or the text broke the

@@ -22,7 +22,7 @@ from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.core.upstream_url import url_secrets
-from bridge.serve.http.stream import EventStreamResponse, Produce
+from bridge.serve.http.stream import EventStreamResponse, OpenStreams, Produce
 from bridge.serve.observe.observation import Telemetry
 from bridge.serve.redact import Redactor, install_log_redaction
 from bridge.serve.run.props import UpstreamProps
@@ -62,7 +62,8 @@ class Bridge:
         self._upstream: UpstreamClient | None = None
         self.active_runs = 0
         self.shutting_down = False
-        self._stop_runs = anyio.Event()
+        #: The open SSE responses: their keep-alive timer, the shutdown's stop.
+        self.streams = OpenStreams(config.keepalive_interval)
         # Secrets never leave the bridge: every frame, error body, /capabilities and log line.
         # The URLs' own: the upstream's and the approval store's passwords, keys in a query.
         held = (
@@ -207,7 +208,7 @@ class Bridge:
             self.shutting_down = True
             loop = asyncio.get_running_loop()
             # call_soon_threadsafe: safe to schedule from inside a signal handler.
-            loop.call_soon_threadsafe(loop.call_later, grace, self._stop_runs.set)
+            loop.call_soon_threadsafe(loop.call_later, grace, self.streams.stop)
 
     def admit(self) -> None:
         """A new run may begin: not while shutting down, nor past ``max_concurrent_runs``."""
@@ -248,8 +249,7 @@ class Bridge:
 
         return EventStreamResponse(
             produce,
-            keepalive_interval=self.config.keepalive_interval,
-            stop=self._stop_runs,
+            streams=self.streams,
             stop_frame=_SHUTDOWN_FRAME,
             on_close=closed,
         )
@@ -260,8 +260,7 @@ class Bridge:
         ends it as it ends the runs'."""
         return EventStreamResponse(
             produce,
-            keepalive_interval=self.config.keepalive_interval,
-            stop=self._stop_runs,
+            streams=self.streams,
             stop_frame=_SHUTDOWN_FRAME,
         )
 

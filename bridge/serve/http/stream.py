@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -55,34 +54,86 @@ KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
+class OpenStreams:
+    """The open SSE responses of one app, and what they share: one keep-alive timer for them
+    all, not a task and a timer each (a stream whose upstream is silent for minutes costs
+    nothing while it waits but its keep-alive comments), and the shutdown's stop.
+
+    At each tick a stream that wrote nothing since the tick before gets a keep-alive comment:
+    after one to two intervals of silence, as with a timer of its own."""
+
+    def __init__(self, keepalive_interval: float) -> None:
+        self._interval = keepalive_interval
+        # response → its bytes at the last tick (None: it joined after it, and waits one more)
+        self._open: dict[EventStreamResponse, int | None] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Set by ``stop``: every stream open ends, and every one opened after.
+        self.stopped = False
+
+    def stop(self) -> None:
+        """The shutdown: every stream ends with its stop frame in place of the rest."""
+        self.stopped = True
+        for response in list(self._open):
+            response.stop()
+
+    def join(self, response: EventStreamResponse) -> None:
+        loop = asyncio.get_running_loop()
+        if self._timer is None or self._loop is not loop:
+            self._loop = loop
+            self._timer = loop.call_later(self._interval, self._tick)
+        self._open[response] = None
+        if self.stopped:
+            response.stop()
+
+    def leave(self, response: EventStreamResponse) -> None:
+        self._open.pop(response, None)
+        if not self._open and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _tick(self) -> None:
+        assert self._loop is not None
+        self._timer = self._loop.call_later(self._interval, self._tick)
+        for response, before in self._open.items():
+            now = response.bytes_written
+            if now == before:
+                response.keep_alive()
+            self._open[response] = now
+
+
 class EventStreamResponse(Response):
+    """``produce`` writes the frames; the response ends when it returns (after its last
+    frames), when the client goes away (``produce`` is cancelled), or when ``streams`` is
+    stopped (``stop_frame`` ends it)."""
+
     media_type = "text/event-stream"
 
     def __init__(
         self,
         produce: Produce,
         *,
-        keepalive_interval: float,
-        stop: anyio.Event | None = None,
+        streams: OpenStreams,
         stop_frame: str = "",
         on_close: Callable[[EventStreamResponse], None] | None = None,
     ) -> None:
-        """``produce`` writes the frames (called once the head is out); ``stop``, once set,
-        ends the stream early with ``stop_frame`` (a shutdown); ``on_close`` is called with the
-        response once it is over, however it ended (even before its first frame); by then
-        ``bytes_sent``, ``client_gone`` and ``stopped`` say how."""
+        """``on_close`` is called with the response once it is over, however it ended (even
+        before its first frame); by then ``bytes_sent``, ``client_gone`` and ``stopped`` say
+        how."""
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.background = None
         self.init_headers(SSE_HEADERS)
         self._produce = produce
-        self._keepalive = keepalive_interval
-        self._stop = stop
+        self._streams = streams
         self._stop_frame = stop_frame
         self._on_close = on_close
         self._pump_task: asyncio.Task[None] | None = None
         self._stopped = False
         self._sink: FrameSink | None = None
+        self._send: Send | None = None
+        self._keeping_alive: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None  # the disconnect watch's or a keep-alive's
         self._last = 0  # the bytes of the stream's last frame (a shutdown's)
         self.client_gone = False
 
@@ -99,71 +150,98 @@ class EventStreamResponse(Response):
     @property
     def bytes_sent(self) -> int:
         """The frames' bytes (keep-alive comments aside)."""
-        return (self._sink.size if self._sink is not None else 0) + self._last
+        return self.bytes_written + self._last
+
+    @property
+    def bytes_written(self) -> int:
+        """The frames' bytes so far."""
+        return self._sink.size if self._sink is not None else 0
 
     @property
     def stopped(self) -> bool:
-        """Whether ``stop`` ended the stream (its ``stop_frame`` in place of the run's end)."""
+        """Whether ``streams`` was stopped first (its ``stop_frame`` in place of the run's end)."""
         return self._stopped
 
     async def _respond(self, receive: Receive, head: Send, send: Send) -> None:
         await head({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        gone = False
         # A task of its own, not the request's: the request's task waits under the server's and
         # the app's layers (uvicorn's, Starlette's middleware and routing, a dozen coroutines),
-        # which every token's read would resume and suspend again. A plain asyncio task (anyio's
-        # wrap it in two more), as the watchers below are.
+        # which every token's read would resume and suspend again.
         sink = self._sink = FrameSink(send)
+        self._send = send
         pump = self._pump_task = asyncio.create_task(self._pump(sink))
+        # The request's task waits for the pump; one task watches for the client leaving;
+        # keep-alive comments and the shutdown come from the app's ``OpenStreams`` (plain
+        # asyncio tasks and futures: an anyio task group's cancel leaves each of its tasks'
+        # CancelledError in a reference cycle, for the garbage collector).
+        over: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        async def watch_disconnect() -> None:
-            nonlocal gone
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            gone = self.client_gone = True
-            self._end_pump()
+        def pumped(_: object) -> None:
+            if not over.done():
+                over.set_result(None)
 
-        # Plain asyncio tasks, cancelled once the pump is done: an anyio task group's cancel
-        # leaves each of its tasks' CancelledError in a reference cycle (with the frame that
-        # read it), three a response, for the garbage collector.
-        watchers = [
-            asyncio.create_task(watch_disconnect()),
-            asyncio.create_task(self._keep_alive(send, sink)),
-        ]
-        if self._stop is not None:
-            watchers.append(asyncio.create_task(self._stop_producing(self._stop)))
-        watcher_failure: BaseException | None = None
+        pump.add_done_callback(pumped)
+        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        watcher.add_done_callback(self._watched)
+        self._streams.join(self)
         try:
-            waiting = {pump, *watchers}
-            while not pump.done():
-                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                for task in done - {pump}:
-                    if not task.cancelled() and task.exception() is not None:
-                        watcher_failure = task.exception()
-                        self._end_pump()
+            await over
         finally:
-            for task in watchers:
-                task.cancel()
+            self._streams.leave(self)
+            watcher.cancel()
+            if self._keeping_alive is not None:
+                self._keeping_alive.cancel()
             if not pump.done():  # the request's task cancelled: the pump goes with it
                 pump.cancel()
             await asyncio.wait([pump])  # the run is the pump's until it ends
             failure = None if pump.cancelled() else pump.exception()
-            failure = failure or watcher_failure
+            failure = failure or self._failure
         try:
             if failure is not None:
                 raise failure
-            if not gone:
+            if not self.client_gone:
                 last = self._stop_frame.encode() if self._stopped else b""
                 self._last = len(last)
                 await send({"type": "http.response.body", "body": last, "more_body": False})
         except OSError:  # the client went away while we were writing: nothing left to tell it
             self.client_gone = True
 
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.client_gone = True
+        self._end_pump()
+
+    def _watched(self, watcher: asyncio.Task[None]) -> None:
+        if not watcher.cancelled() and watcher.exception() is not None:
+            self._failure = self._failure or watcher.exception()
+            self._end_pump()
+
+    def stop(self) -> None:
+        """End the stream now, with its stop frame (a shutdown)."""
+        self._stopped = True
+        self._end_pump()
+
+    def keep_alive(self) -> None:
+        """Send a keep-alive comment (``OpenStreams``: nothing was written for an interval),
+        unless the last one is still waiting for the client's socket."""
+        if self._send is None or (self._keeping_alive and not self._keeping_alive.done()):
+            return
+        self._keeping_alive = asyncio.get_running_loop().create_task(self._send_keep_alive())
+
+    async def _send_keep_alive(self) -> None:
+        assert self._send is not None
+        try:
+            await self._send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+        except Exception as exc:  # the client's socket failed: the stream ends on it
+            self._failure = self._failure or exc
+            self._end_pump()
+
     def _end_pump(self) -> None:
-        """Cancel the pump. It is no task of the watchers' group, whose cancelling would not
-        reach it; nor would it reliably as one: anyio cancels a task only when it finds it waiting
-        on a future not yet done, and an upstream that always has more data (read from aiohttp's
-        buffer, whose every wait the network ends before anyio looks) kept it reading for nobody."""
+        """Cancel the pump. Directly, not through a task group's cancel: anyio cancels a task
+        only when it finds it waiting on a future not yet done, and an upstream that always has
+        more data (read from aiohttp's buffer, whose every wait the network ends before anyio
+        looks) kept it reading for nobody."""
         if self._pump_task is not None:
             self._pump_task.cancel()
 
@@ -172,16 +250,3 @@ class EventStreamResponse(Response):
         send waits while the client's socket is full."""
         await self._produce(sink)
         await sink.flush()
-
-    async def _keep_alive(self, send: Send, sink: FrameSink) -> None:
-        """A keep-alive comment after each interval in which nothing was written."""
-        while True:
-            written = sink.size
-            await anyio.sleep(self._keepalive)
-            if sink.size == written:
-                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-
-    async def _stop_producing(self, stop: anyio.Event) -> None:
-        await stop.wait()
-        self._stopped = True
-        self._end_pump()

@@ -1,0 +1,181 @@
+"""What an open stream holds for its life (issue 44): nothing bigger than it needs to be, and
+nothing made per stream that every stream could share."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from bridge.core.markers import marker_set
+from bridge.core.reasoning_tags import ReasoningTagFilter
+from bridge.core.text_tools.filter import TextToolCalls
+from bridge.serve.http.app import create_app
+from bridge.serve.upstream.client import request_body
+from servers import free_port, run_input, scripted_config, serve
+
+
+def _held_bytes(make: object) -> int:
+    """The bytes still allocated after ``make()``, its result kept."""
+    assert callable(make)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = make()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del kept
+    return after - before
+
+
+def test_the_upstream_request_body_holds_its_size_not_its_encoders_buffer() -> None:
+    small = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    big = {**small, "messages": [{"role": "user", "content": "x" * 100_000}]}
+    for body in (small, big):
+        data = request_body(body)
+        # orjson's own bytes keep the buffer they were written in: 4 KiB for a small body,
+        # ten times the size of one of 100 KiB.
+        assert _held_bytes(lambda body=body: request_body(body)) < len(data) + 256
+
+
+def test_every_streams_filters_share_the_markers_they_look_for() -> None:
+    """The reasoning-tag filter's and the text tool parsers' marker sets are made once per set
+    of markers, not once per stream (they were 1.5 and 0.9 KiB a stream)."""
+    assert marker_set(["<think>", "</think>"]) is marker_set(("<think>", "</think>"))
+    ReasoningTagFilter(), TextToolCalls()  # what is made once, made
+    reasoning = _held_bytes(lambda: [ReasoningTagFilter() for _ in range(100)]) / 100
+    tools = _held_bytes(lambda: [TextToolCalls() for _ in range(100)]) / 100
+    assert reasoning < 512  # 1,534 bytes each with sets of their own
+    assert tools < 1536  # 2,064
+
+
+# -- streams whose upstream is silent --------------------------------------------------------
+
+STREAMS = 12
+KEEPALIVE = 0.25
+
+
+def _silent_upstream() -> Starlette:
+    """Answers every chat request with its head and a first chunk, then nothing: a model that
+    thinks for minutes before its next word (until the client leaves)."""
+
+    async def chat(request: Request) -> StreamingResponse:
+        async def body() -> AsyncIterator[bytes]:
+            first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hm"}}]}
+            yield f"data: {json.dumps(first)}\n\n".encode()
+            await anyio.sleep(3600)
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+class _LoopOf:
+    """The app, and the event loop it is served on (known at its first request)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.app(scope, receive, send)
+
+    def count(self) -> tuple[int, int]:
+        """The loop's tasks and its timers, counted on its own thread."""
+
+        async def counted() -> tuple[int, int]:
+            loop = asyncio.get_running_loop()
+            assert isinstance(loop, asyncio.BaseEventLoop)  # the stdlib's: its timers are seen
+            timers = [t for t in loop._scheduled if not t.cancelled()]
+            return len(asyncio.all_tasks()) - 1, len(timers)
+
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(counted(), self.loop).result(timeout=5)
+
+
+@contextmanager
+def _served_on_asyncio(app: Any) -> Iterator[str]:
+    """``servers.serve``, on the stdlib's event loop (whose timers a test can count)."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive()
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+class _Streams:
+    """Streams of the bridge's, each counting its keep-alive comments; ``kept`` is set once
+    every stream opened has had two."""
+
+    def __init__(self, url: str, client: httpx.AsyncClient) -> None:
+        self.url, self.client = url, client
+        self.comments: list[int] = []
+        self.kept = anyio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def open(self, count: int) -> None:
+        first = len(self.comments)
+        self.comments += [0] * count
+        self.kept = anyio.Event()
+        self.tasks += [asyncio.create_task(self._stream(first + i)) for i in range(count)]
+
+    async def _stream(self, i: int) -> None:
+        body = run_input([{"id": "u", "role": "user", "content": "think"}])
+        async with self.client.stream("POST", f"{self.url}/", json=body) as response:
+            async for line in response.aiter_lines():
+                if line.startswith(": keep-alive"):
+                    self.comments[i] += 1
+                    if min(self.comments) >= 2:
+                        self.kept.set()
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+@pytest.mark.anyio
+async def test_a_silent_stream_holds_no_timer_and_two_tasks_of_its_own() -> None:
+    """While their upstream says nothing, open streams cost no timer each (one keep-alive timer
+    serves them all) and two tasks each beside the request's (its frames, the watch for its
+    client leaving); each still gets its keep-alive comments."""
+    with serve(_silent_upstream()) as upstream:
+        app = _LoopOf(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
+        with _served_on_asyncio(app) as url:
+            async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
+                streams = _Streams(url, c)
+                streams.open(1)  # the app's lazy start-up (its upstream client, its watches)
+                with anyio.fail_after(20):
+                    await streams.kept.wait()
+                tasks_one, timers_one = app.count()
+                streams.open(STREAMS)
+                with anyio.fail_after(20):
+                    await streams.kept.wait()  # every stream open, and kept alive
+                tasks_all, timers_all = app.count()
+                await streams.close()
+    assert (tasks_all - tasks_one) / STREAMS <= 3  # the request's, the frames', the watch
+    assert timers_all - timers_one <= 1  # a keep-alive send may be between two ticks
