@@ -17,6 +17,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
@@ -67,7 +68,7 @@ def create_app(
             )
         )
     routes = [
-        Route("/", partial(run, bridge), methods=["POST"]),
+        Route("/", _Runs(bridge), methods=["POST"]),
         Route("/health", partial(health, bridge), methods=["GET"]),
         Route("/capabilities", partial(describe, bridge), methods=["GET"]),
     ]
@@ -84,6 +85,20 @@ def create_app(
     app.state.bridge = bridge
     return app
 
+
+
+class _Runs:
+    """``POST /`` as its route's ASGI app, not a function Starlette wraps in two more layers
+    (a request handler and an exception handler of its own, closures and frames held for the
+    whole stream, each open stream). What it raises still meets the app's exception
+    middleware."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await run(self._bridge, Request(scope, receive, send))
+        await response(scope, receive, send)
 
 class BridgeApp(Starlette):
     """Starlette, keeping the server's own ``send`` in each request's scope (``SERVER_SEND``)
