@@ -94,7 +94,7 @@ coverage:
 # fairness beside a firehose (issue 25).
 SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall tool_image_stall big_body_stall state_patch_stall \
 	firehose observability fairness health_blocked_store hostile_upstream attachment_stall thread_stores \
-	threads_cpu
+	threads_cpu idle_streams
 
 test: lint typecheck pytest
 	$(BIN)/python benchmarks/translate.py --smoke

@@ -123,6 +123,7 @@ def _frame(chunk: dict[str, Any] | str) -> bytes:
 
 _ROLE = _frame(_chunk({"role": "assistant", "content": ""}))
 _FINISH = _frame(_chunk({}, finish_reason="stop")) + _frame(DONE)
+_COMMENT = b": keep-alive\n\n"  # what servers send in a silence (an SSE comment)
 _TOKEN_HEAD, _TOKEN_TAIL = _frame(_chunk({"content": "@TS@"})).split(b"@TS@")
 
 
@@ -148,7 +149,9 @@ def upstream() -> Any:
             return
         orders = _orders(await _read_body(receive))
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        if "rate" in orders:
+        if "idle" in orders:
+            await _idle(send, float(orders["idle"]), float(orders["keepalive"]))
+        elif "rate" in orders:
             await _paced(send, float(orders["rate"]), int(orders["tokens"]))
         else:
             for block in _blocks(orders["variant"], int(orders["chunks"]), int(orders["block"])):
@@ -174,6 +177,21 @@ async def _paced(send: Send, rate: float, tokens: int) -> None:
             await asyncio.sleep(delay)
         body = token_frame(time.time_ns())
         await send({"type": "http.response.body", "body": body, "more_body": True})
+    await send({"type": "http.response.body", "body": _FINISH, "more_body": True})
+
+
+async def _idle(send: Send, seconds: float, keepalive: float) -> None:
+    """Nothing but an SSE comment every ``keepalive`` seconds for ``seconds``, then one token:
+    a model that thinks (or waits in a queue) before it answers, as servers keep such a stream
+    alive (idle_streams.py)."""
+    await send({"type": "http.response.body", "body": _ROLE, "more_body": True})
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        await asyncio.sleep(min(keepalive, left))
+        if end - time.monotonic() > 0:
+            await send({"type": "http.response.body", "body": _COMMENT, "more_body": True})
+    body = token_frame(time.time_ns())
+    await send({"type": "http.response.body", "body": body, "more_body": True})
     await send({"type": "http.response.body", "body": _FINISH, "more_body": True})
 
 

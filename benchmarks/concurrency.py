@@ -59,9 +59,13 @@ TARGET_LEVEL = 500
 BENCH_KEY = "sk-proj-Zq8vT2mW9xL4nB7cR1pK6hY3jD5fG0sA"
 
 TARGET_P99_MS = 50.0
-TARGET_KIB_PER_STREAM = 64
+#: Issue 44: the p99 at 1,000 streams on one worker too, where the relay carries them.
+P99_LEVELS = (TARGET_LEVEL, 1000)
+TARGET_KIB_PER_STREAM = 32  # issue 44 (issue 34's was 64)
 TARGET_US_PER_TOKEN = 100.0
 TARGET_PROXY_RATIO = 0.75  # issue 34
+TARGET_RELAY_RATIO = 1.4  # issue 44, at these levels
+RELAY_RATIO_LEVELS = (200, 500)
 
 _TIMESTAMP = re.compile(re.escape(apps.TIMESTAMP_PREFIX) + rb"(\d{19})")
 _KEEP = len(apps.TIMESTAMP_PREFIX) + 18  # a tail that may hold the start of a split timestamp
@@ -368,19 +372,26 @@ def rows(results: Sequence[dict[str, Any]], *, smoke: bool) -> list[Row]:
     for result in results:
         path, streams = result["path"], result["streams"]
         case = f"{path}, {streams} streams x {result['rate']:g}/s"
-        judged = path == "bridge" and streams == TARGET_LEVEL
         latency = result["latency_ms"]
         p99 = latency["p99"] if latency else float("inf")
         kib = result["rss_per_stream_bytes"] / 1024
         value = f"{latency['p50']:.2f} / {p99:.2f} / {latency['max']:.1f} ms" if latency else "none"
+        p99_target, p99_verdict = "", ""
+        if path == "bridge" and streams in P99_LEVELS:
+            p99_target = f"p99 ≤ {TARGET_P99_MS:g} ms"
+            relay = _same_level(results, "relay", streams)
+            if streams != TARGET_LEVEL and relay is not None and not _carried(relay):
+                p99_verdict = "not claimed: the relay itself did not carry them"
+            else:
+                p99_verdict = harness.verdict(p99 <= TARGET_P99_MS, smoke=smoke)
         out += [
             Row(
                 benchmark="concurrency",
                 case=case,
                 figure="latency p50/p99/max",
                 value=value,
-                target=f"p99 ≤ {TARGET_P99_MS:g} ms" if judged else "",
-                verdict=harness.verdict(p99 <= TARGET_P99_MS, smoke=smoke) if judged else "",
+                target=p99_target,
+                verdict=p99_verdict,
             ),
             _cpu_row(result, results, case, smoke=smoke),
             Row(
@@ -404,28 +415,50 @@ def rows(results: Sequence[dict[str, Any]], *, smoke: bool) -> list[Row]:
     return out
 
 
+def _same_level(
+    results: Sequence[dict[str, Any]], path: str, streams: int
+) -> dict[str, Any] | None:
+    return next((r for r in results if r["path"] == path and r["streams"] == streams), None)
+
+
+def _carried(result: dict[str, Any]) -> bool:
+    """Whether a server carried its level: its p99 within the target (every token is checked
+    by the run itself)."""
+    latency = result["latency_ms"]
+    return bool(latency) and latency["p99"] <= TARGET_P99_MS
+
+
 def _cpu_row(
     result: dict[str, Any], results: Sequence[dict[str, Any]], case: str, *, smoke: bool
 ) -> Row:
-    """CPU µs per delivered token; for the bridge, also against the proxy of the same level."""
+    """CPU µs per delivered token; for the bridge, also against the proxy (issue 34) and the
+    relay (issue 44) of the same level."""
     us = result["cpu_us_per_token"]
-    value, target, verdict = f"{us:.0f} µs", "", ""
-    proxy = next(
-        (r for r in results if r["path"] == "proxy" and r["streams"] == result["streams"]), None
-    )
-    if result["path"].startswith("bridge") and proxy and proxy["cpu_us_per_token"]:
-        ratio = us / proxy["cpu_us_per_token"]
-        value += f" ({ratio:.2f}x the proxy)"
-        target = f"≤ {TARGET_US_PER_TOKEN:g} µs, ≤ {TARGET_PROXY_RATIO:g}x"
-        met = us <= TARGET_US_PER_TOKEN and ratio <= TARGET_PROXY_RATIO
-        verdict = harness.verdict(met, smoke=smoke)
+    value, targets, met = f"{us:.0f} µs", [], True
+    if result["path"].startswith("bridge"):
+        proxy = _same_level(results, "proxy", result["streams"])
+        if proxy and proxy["cpu_us_per_token"]:
+            ratio = us / proxy["cpu_us_per_token"]
+            value += f" ({ratio:.2f}x the proxy"
+            targets.append(f"≤ {TARGET_US_PER_TOKEN:g} µs, ≤ {TARGET_PROXY_RATIO:g}x the proxy")
+            met = met and us <= TARGET_US_PER_TOKEN and ratio <= TARGET_PROXY_RATIO
+        relay = _same_level(results, "relay", result["streams"])
+        if relay and relay["cpu_us_per_token"]:
+            ratio = us / relay["cpu_us_per_token"]
+            value += ", " if proxy else " ("
+            value += f"{ratio:.2f}x the relay"
+            if result["path"] == "bridge" and result["streams"] in RELAY_RATIO_LEVELS:
+                targets.append(f"≤ {TARGET_RELAY_RATIO:g}x the relay")
+                met = met and ratio <= TARGET_RELAY_RATIO
+        if proxy or relay:
+            value += ")"
     return Row(
         benchmark="concurrency",
         case=case,
         figure="CPU per token",
         value=value,
-        target=target,
-        verdict=verdict,
+        target="; ".join(targets),
+        verdict=harness.verdict(met, smoke=smoke) if targets else "",
     )
 
 
