@@ -7,6 +7,7 @@ stopped in ``finally`` (SIGTERM to the group, SIGKILL if it lingers).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib.util
 import json
@@ -389,6 +390,21 @@ def finish(outcome: Outcome, *, smoke: bool) -> int:
     if not smoke:
         write_results(outcome.name, report(outcome.name, outcome.config, outcome.results))
     return 0
+
+
+def chosen(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, defaults: Mapping[str, float]
+) -> dict[str, float]:
+    """``defaults`` (a full run's or a smoke's), each replaced by its option when given
+    (``--run-tokens`` for ``run_tokens``); one not positive is a usage error."""
+    figures = dict(defaults)
+    for name in figures:
+        given = getattr(args, name)
+        if given is not None:
+            if given <= 0:
+                parser.error(f"--{name.replace('_', '-')} must be positive")
+            figures[name] = given
+    return figures
 
 
 def run_client(main: Coroutine[Any, Any, T]) -> T:

@@ -166,13 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes = [mode for mode in args.modes.split(",") if mode]
     if not modes or not set(modes) <= set(MODES):
         parser.error(f"--modes: say some of {', '.join(MODES)}")
-    chosen = dict(SMOKE if args.smoke else FULL)
-    for name in chosen:
-        given = getattr(args, name)
-        if given is not None:
-            if given <= 0:
-                parser.error(f"--{name.replace('_', '-')} must be positive")
-            chosen[name] = given
+    chosen = harness.chosen(parser, args, SMOKE if args.smoke else FULL)
     harness.print_header("CPU per token with threads kept, against none")
     outcome = measure(
         smoke=args.smoke,

@@ -13,17 +13,21 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import uvicorn
 from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
 from agui_rules import check_frames, parse_body
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
 from bridge.config import BridgeConfig
 from bridge.core.translate import TranslateOptions
 from bridge.serve.http.app import create_app
+from bridge.serve.http.bridge import Bridge
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -262,3 +266,30 @@ def mcp_http_server(script: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+class LoopProbe:
+    """Wraps an ASGI app and remembers the event loop it runs in, so a test can count that
+    loop's tasks (and read the bridge's state) from its own thread."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.app(scope, receive, send)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """``fn()`` run in the server's loop, between two of its steps."""
+        assert self.loop is not None
+
+        async def run() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
+
+    @property
+    def bridge(self) -> Bridge:
+        bridge: Bridge = self.app.state.bridge
+        return bridge

@@ -26,7 +26,7 @@ from bridge.core.reasoning_tags import ReasoningTagFilter
 from bridge.core.text_tools.filter import TextToolCalls
 from bridge.serve.http.app import create_app
 from bridge.serve.upstream.client import request_body
-from servers import free_port, run_input, scripted_config, serve
+from servers import LoopProbe, free_port, run_input, scripted_config, serve
 
 
 def _held_bytes(make: object) -> int:
@@ -87,35 +87,19 @@ def _silent_upstream() -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 
 
-class _LoopOf:
-    """The app, and the event loop it is served on (known at its first request)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        self.loop = asyncio.get_running_loop()
-        await self.app(scope, receive, send)
-
-    def count(self) -> tuple[int, int]:
-        """The loop's tasks and its timers, counted on its own thread."""
-
-        async def counted() -> tuple[int, int]:
-            loop = asyncio.get_running_loop()
-            assert isinstance(loop, asyncio.BaseEventLoop)  # the stdlib's: its timers are seen
-            timers = [t for t in loop._scheduled if not t.cancelled()]
-            # Not this one, nor a keep-alive comment's send a tick may have just begun.
-            tasks = [
-                t
-                for t in asyncio.all_tasks()
-                if t is not asyncio.current_task()
-                and getattr(t.get_coro(), "__qualname__", "") != KEEPALIVE_SEND
-            ]
-            return len(tasks), len(timers)
-
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(counted(), self.loop).result(timeout=5)
+def _tasks_and_timers() -> tuple[int, int]:
+    """The running loop's tasks (not the caller's, nor a keep-alive comment's send a tick may
+    have just begun) and its timers (the stdlib's loop: its timers can be seen)."""
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, asyncio.BaseEventLoop)
+    timers = [t for t in loop._scheduled if not t.cancelled()]
+    tasks = [
+        t
+        for t in asyncio.all_tasks()
+        if t is not asyncio.current_task()
+        and getattr(t.get_coro(), "__qualname__", "") != KEEPALIVE_SEND
+    ]
+    return len(tasks), len(timers)
 
 
 @contextmanager
@@ -173,18 +157,18 @@ async def test_a_silent_stream_holds_no_timer_and_two_tasks_of_its_own() -> None
     serves them all) and two tasks each beside the request's (its frames, the watch for its
     client leaving); each still gets its keep-alive comments."""
     with serve(_silent_upstream()) as upstream:
-        app = _LoopOf(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
+        app = LoopProbe(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
         with _served_on_asyncio(app) as url:
             async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
                 streams = _Streams(url, c)
                 streams.open(1)  # the app's lazy start-up (its upstream client, its watches)
                 with anyio.fail_after(20):
                     await streams.kept.wait()
-                tasks_one, timers_one = app.count()
+                tasks_one, timers_one = app.call(_tasks_and_timers)
                 streams.open(STREAMS)
                 with anyio.fail_after(20):
                     await streams.kept.wait()  # every stream open, and kept alive
-                tasks_all, timers_all = app.count()
+                tasks_all, timers_all = app.call(_tasks_and_timers)
                 await streams.close()
     assert (tasks_all - tasks_one) / STREAMS <= 3  # the request's, the frames', the watch
     assert timers_all - timers_one <= 1  # a keep-alive send may be between two ticks

@@ -27,13 +27,10 @@ import anyio
 import httpx
 import pytest
 import uvicorn
-from starlette.applications import Starlette
-from starlette.types import Receive, Scope, Send
 
 from agui_rules import check_frames, parse_body
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
-from bridge.serve.http.bridge import Bridge
 from faulty_upstream import (
     TEXT,
     FaultyUpstream,
@@ -42,7 +39,7 @@ from faulty_upstream import (
     faulty_upstream,
     frame_ends,
 )
-from servers import scripted_config, serve
+from servers import LoopProbe, scripted_config, serve
 
 T = TypeVar("T")
 
@@ -51,33 +48,6 @@ QUICK = fault_model("ok", n=60, delay=0.001)  # about a tenth of a second per ru
 FLOOD_CHUNKS = 60_000  # more than kernel buffers take in the 3 s of slow reading
 FLOOD = fault_model("ok", n=FLOOD_CHUNKS, sndbuf=16384)  # as fast as the socket takes it
 SILENT_FIRST = fault_model("ok", wait=1)
-
-
-class LoopProbe:
-    """Wraps an ASGI app and remembers the event loop it runs in, so a test can count that
-    loop's tasks (and read the bridge's state) from its own thread."""
-
-    def __init__(self, app: Starlette) -> None:
-        self.app = app
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.loop = asyncio.get_running_loop()
-        await self.app(scope, receive, send)
-
-    def call(self, fn: Callable[[], T]) -> T:
-        """``fn()`` run in the server's loop, between two of its steps."""
-        assert self.loop is not None
-
-        async def run() -> T:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
-
-    @property
-    def bridge(self) -> Bridge:
-        bridge: Bridge = self.app.state.bridge
-        return bridge
 
 
 @dataclass

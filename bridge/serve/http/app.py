@@ -86,7 +86,6 @@ def create_app(
     return app
 
 
-
 class _Runs:
     """``POST /`` as its route's ASGI app, not a function Starlette wraps in two more layers
     (a request handler and an exception handler of its own, closures and frames held for the
@@ -99,6 +98,7 @@ class _Runs:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = await run(self._bridge, Request(scope, receive, send))
         await response(scope, receive, send)
+
 
 class BridgeApp(Starlette):
     """Starlette, keeping the server's own ``send`` in each request's scope (``SERVER_SEND``)
