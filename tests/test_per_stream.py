@@ -24,7 +24,9 @@ from starlette.routing import Route
 from bridge.core.markers import marker_set
 from bridge.core.reasoning_tags import ReasoningTagFilter
 from bridge.core.text_tools.filter import TextToolCalls
+from bridge.serve.http import app as app_module
 from bridge.serve.http.app import create_app
+from bridge.serve.http.runs import run
 from bridge.serve.upstream.client import request_body
 from servers import LoopProbe, free_port, run_input, scripted_config, serve
 
@@ -172,3 +174,55 @@ async def test_a_silent_stream_holds_no_timer_and_two_tasks_of_its_own() -> None
                 await streams.close()
     assert (tasks_all - tasks_one) / STREAMS <= 3  # the request's, the frames', the watch
     assert timers_all - timers_one <= 1  # a keep-alive send may be between two ticks
+
+
+def _chain(task: asyncio.Task[Any]) -> list[str]:
+    """The modules and names of the coroutines a task waits in, outermost first."""
+    names, coro = [], task.get_coro()
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.append(f"{coro.cr_frame.f_globals.get('__name__')}.{coro.cr_code.co_qualname}")
+        coro = coro.cr_await
+    return names
+
+
+def _request_chains() -> list[list[str]]:
+    chains = [_chain(task) for task in asyncio.all_tasks()]
+    return [chain for chain in chains if any("_Runs.__call__" in name for name in chain)]
+
+
+@pytest.mark.anyio
+async def test_a_runs_request_waits_in_no_starlette_layer() -> None:
+    """With no middleware, a run's request goes straight to its route: the task that waits
+    for the whole stream holds none of Starlette's error and exception middleware's and
+    router's frames."""
+    with serve(_silent_upstream()) as upstream:
+        app = LoopProbe(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
+        with _served_on_asyncio(app) as url:
+            async with httpx.AsyncClient(timeout=30) as client:
+                streams = _Streams(url, client)
+                streams.open(1)
+                with anyio.fail_after(20):
+                    await streams.kept.wait()
+                chains = app.call(_request_chains)
+                await streams.close()
+    assert len(chains) == 1
+    assert not [name for name in chains[0] if name.startswith("starlette.")], chains[0]
+
+
+def test_a_run_that_fails_unexpectedly_is_answered_500(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Straight to its route, a run that raises what nobody expected is still answered 500
+    (by the server, as Starlette's error middleware would), and the next one is served."""
+    calls = []
+
+    async def broken(bridge: Any, request: Any) -> Any:
+        calls.append(request)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        return await run(bridge, request)
+
+    monkeypatch.setattr(app_module, "run", broken)
+    with serve(_silent_upstream()) as upstream, serve(create_app(scripted_config(upstream))) as url:
+        body = run_input([{"id": "u", "role": "user", "content": "hi"}])
+        assert httpx.post(f"{url}/", json=body, timeout=10).status_code == 500
+        with httpx.stream("POST", f"{url}/", json=body, timeout=10) as response:
+            assert response.status_code == 200

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from bridge.config import BridgeConfig
@@ -67,8 +67,9 @@ def create_app(
                 allow_headers=["authorization", "content-type", "accept", "last-event-id"],
             )
         )
+    run_route = Route("/", _Runs(bridge), methods=["POST"])
     routes = [
-        Route("/", _Runs(bridge), methods=["POST"]),
+        run_route,
         Route("/health", partial(health, bridge), methods=["GET"]),
         Route("/capabilities", partial(describe, bridge), methods=["GET"]),
     ]
@@ -81,7 +82,7 @@ def create_app(
         ]
     if config.metrics:
         routes.append(Route("/metrics", partial(scrape, bridge), methods=["GET"]))
-    app = BridgeApp(middleware=middleware, routes=routes, lifespan=lifespan)
+    app = BridgeApp(middleware=middleware, run_route=run_route, routes=routes, lifespan=lifespan)
     app.state.bridge = bridge
     return app
 
@@ -89,8 +90,7 @@ def create_app(
 class _Runs:
     """``POST /`` as its route's ASGI app, not a function Starlette wraps in two more layers
     (a request handler and an exception handler of its own, closures and frames held for the
-    whole stream, each open stream). What it raises still meets the app's exception
-    middleware."""
+    whole stream, each open stream)."""
 
     def __init__(self, bridge: Bridge) -> None:
         self._bridge = bridge
@@ -106,9 +106,12 @@ class BridgeApp(Starlette):
     exception middleware and its CORS look only at a response's head. Middleware added later
     (``app.add_middleware``) may read the body too: then the frames go through it."""
 
-    def __init__(self, *, middleware: Sequence[Middleware], **kwargs: Any) -> None:
+    def __init__(
+        self, *, middleware: Sequence[Middleware], run_route: Route, **kwargs: Any
+    ) -> None:
         super().__init__(middleware=middleware, **kwargs)
         self._own_middleware = len(middleware)
+        self._run_route = run_route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or len(self.user_middleware) != self._own_middleware:
@@ -116,11 +119,28 @@ class BridgeApp(Starlette):
             return
         scope[SERVER_SEND] = send
         try:
-            await super().__call__(scope, receive, send)
+            if not await self._run_directly(scope, receive, send):
+                await super().__call__(scope, receive, send)
         finally:
             # The server's send is its request's bound method: left in the scope, the request
             # would hold itself (a cycle for the garbage collector, each request).
             scope.pop(SERVER_SEND, None)
+
+    async def _run_directly(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """A run, when the app has no middleware at all: straight to its route, not through
+        Starlette's error and exception middleware and router, whose frames and closures each
+        open stream would hold for its life (what it raises, the server answers 500 as the
+        error middleware would). Whether it was one."""
+        if self._own_middleware or scope["method"] != "POST":
+            return False
+        route = self._run_route
+        match, child_scope = route.matches(scope)
+        if match is not Match.FULL:
+            return False
+        scope.update(child_scope, app=self, route=route)
+        scope.setdefault("router", self.router)
+        await route.app(scope, receive, send)
+        return True
 
 
 def mount(path: str, app: Starlette) -> list[BaseRoute]:
