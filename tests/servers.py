@@ -37,11 +37,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: Any, *, port: int | None = None) -> Iterator[str]:
-    """Run an ASGI app with a real uvicorn server in a thread; yield its base URL."""
+def serve(app: Any, *, port: int | None = None, loop: str = "auto") -> Iterator[str]:
+    """Run an ASGI app with a real uvicorn server in a thread; yield its base URL. ``loop``:
+    uvicorn's (``"asyncio"``: the stdlib's, whose timers a test can count)."""
     port = port or free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="auto")
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", lifespan="auto", loop=loop
+        )
     )
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()

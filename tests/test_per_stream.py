@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 import tracemalloc
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -28,7 +24,7 @@ from bridge.serve.http import app as app_module
 from bridge.serve.http.app import create_app
 from bridge.serve.http.runs import run
 from bridge.serve.upstream.client import request_body
-from servers import LoopProbe, free_port, run_input, scripted_config, serve
+from servers import LoopProbe, run_input, scripted_config, serve
 
 
 def _held_bytes(make: object) -> int:
@@ -104,24 +100,6 @@ def _tasks_and_timers() -> tuple[int, int]:
     return len(tasks), len(timers)
 
 
-@contextmanager
-def _served_on_asyncio(app: Any) -> Iterator[str]:
-    """``servers.serve``, on the stdlib's event loop (whose timers a test can count)."""
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            assert thread.is_alive()
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-
-
 class _Streams:
     """Streams of the bridge's, each counting its keep-alive comments; ``kept`` is set once
     every stream opened has had two."""
@@ -160,7 +138,7 @@ async def test_a_silent_stream_holds_no_timer_and_two_tasks_of_its_own() -> None
     client leaving); each still gets its keep-alive comments."""
     with serve(_silent_upstream()) as upstream:
         app = LoopProbe(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
-        with _served_on_asyncio(app) as url:
+        with serve(app, loop="asyncio") as url:
             async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
                 streams = _Streams(url, c)
                 streams.open(1)  # the app's lazy start-up (its upstream client, its watches)
@@ -197,7 +175,7 @@ async def test_a_runs_request_waits_in_no_starlette_layer() -> None:
     router's frames."""
     with serve(_silent_upstream()) as upstream:
         app = LoopProbe(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
-        with _served_on_asyncio(app) as url:
+        with serve(app, loop="asyncio") as url:
             async with httpx.AsyncClient(timeout=30) as client:
                 streams = _Streams(url, client)
                 streams.open(1)
