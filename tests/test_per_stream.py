@@ -4,19 +4,16 @@ nothing made per stream that every stream could share."""
 from __future__ import annotations
 
 import asyncio
-import json
 import tracemalloc
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
-from starlette.routing import Route
 
+from bridge.config import BridgeConfig
 from bridge.core.markers import marker_set
 from bridge.core.reasoning_tags import ReasoningTagFilter
 from bridge.core.text_tools.filter import TextToolCalls
@@ -24,7 +21,8 @@ from bridge.serve.http import app as app_module
 from bridge.serve.http.app import create_app
 from bridge.serve.http.runs import run
 from bridge.serve.upstream.client import request_body
-from servers import LoopProbe, run_input, scripted_config, serve
+from faulty_upstream import fault_model, faulty_upstream
+from servers import LoopProbe, run_input, serve
 
 
 def _held_bytes(make: object) -> int:
@@ -70,19 +68,19 @@ KEEPALIVE_SEND = "EventStreamResponse._send_keep_alive"
 KEEPALIVE = 0.25
 
 
-def _silent_upstream() -> Starlette:
-    """Answers every chat request with its head and a first chunk, then nothing: a model that
-    thinks for minutes before its next word (until the client leaves)."""
+#: A first chunk, then nothing until the client leaves: a model that thinks for minutes.
+SILENT = fault_model("silence", k=1)
 
-    async def chat(request: Request) -> StreamingResponse:
-        async def body() -> AsyncIterator[bytes]:
-            first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hm"}}]}
-            yield f"data: {json.dumps(first)}\n\n".encode()
-            await anyio.sleep(3600)
 
-        return StreamingResponse(body(), media_type="text/event-stream")
-
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+@contextmanager
+def _silent_bridge() -> Iterator[tuple[LoopProbe, str]]:
+    """A bridge whose upstream is ``SILENT``, served on the stdlib's loop (whose timers a test
+    can count): the probe of its loop, and its URL."""
+    with faulty_upstream() as upstream:
+        config = BridgeConfig(upstream_url=upstream.url, model=SILENT, keepalive_interval=KEEPALIVE)
+        app = LoopProbe(create_app(config))
+        with serve(app, loop="asyncio") as url:
+            yield app, url
 
 
 def _tasks_and_timers() -> tuple[int, int]:
@@ -136,20 +134,18 @@ async def test_a_silent_stream_holds_no_timer_and_two_tasks_of_its_own() -> None
     """While their upstream says nothing, open streams cost no timer each (one keep-alive timer
     serves them all) and two tasks each beside the request's (its frames, the watch for its
     client leaving); each still gets its keep-alive comments."""
-    with serve(_silent_upstream()) as upstream:
-        app = LoopProbe(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
-        with serve(app, loop="asyncio") as url:
-            async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
-                streams = _Streams(url, c)
-                streams.open(1)  # the app's lazy start-up (its upstream client, its watches)
-                with anyio.fail_after(20):
-                    await streams.kept.wait()
-                tasks_one, timers_one = app.call(_tasks_and_timers)
-                streams.open(STREAMS)
-                with anyio.fail_after(20):
-                    await streams.kept.wait()  # every stream open, and kept alive
-                tasks_all, timers_all = app.call(_tasks_and_timers)
-                await streams.close()
+    with _silent_bridge() as (app, url):
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
+            streams = _Streams(url, c)
+            streams.open(1)  # the app's lazy start-up (its upstream client, its watches)
+            with anyio.fail_after(20):
+                await streams.kept.wait()
+            tasks_one, timers_one = app.call(_tasks_and_timers)
+            streams.open(STREAMS)
+            with anyio.fail_after(20):
+                await streams.kept.wait()  # every stream open, and kept alive
+            tasks_all, timers_all = app.call(_tasks_and_timers)
+            await streams.close()
     assert (tasks_all - tasks_one) / STREAMS <= 3  # the request's, the frames', the watch
     assert timers_all - timers_one <= 1  # a keep-alive send may be between two ticks
 
@@ -173,16 +169,14 @@ async def test_a_runs_request_waits_in_no_starlette_layer() -> None:
     """With no middleware, a run's request goes straight to its route: the task that waits
     for the whole stream holds none of Starlette's error and exception middleware's and
     router's frames."""
-    with serve(_silent_upstream()) as upstream:
-        app = LoopProbe(create_app(scripted_config(upstream, keepalive_interval=KEEPALIVE)))
-        with serve(app, loop="asyncio") as url:
-            async with httpx.AsyncClient(timeout=30) as client:
-                streams = _Streams(url, client)
-                streams.open(1)
-                with anyio.fail_after(20):
-                    await streams.kept.wait()
-                chains = app.call(_request_chains)
-                await streams.close()
+    with _silent_bridge() as (app, url):
+        async with httpx.AsyncClient(timeout=30) as client:
+            streams = _Streams(url, client)
+            streams.open(1)
+            with anyio.fail_after(20):
+                await streams.kept.wait()
+            chains = app.call(_request_chains)
+            await streams.close()
     assert len(chains) == 1
     assert not [name for name in chains[0] if name.startswith("starlette.")], chains[0]
 
@@ -199,7 +193,7 @@ def test_a_run_that_fails_unexpectedly_is_answered_500(monkeypatch: pytest.Monke
         return await run(bridge, request)
 
     monkeypatch.setattr(app_module, "run", broken)
-    with serve(_silent_upstream()) as upstream, serve(create_app(scripted_config(upstream))) as url:
+    with _silent_bridge() as (_, url):
         body = run_input([{"id": "u", "role": "user", "content": "hi"}])
         assert httpx.post(f"{url}/", json=body, timeout=10).status_code == 500
         with httpx.stream("POST", f"{url}/", json=body, timeout=10) as response:

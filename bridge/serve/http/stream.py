@@ -44,6 +44,10 @@ class FrameSink:
             pending.clear()
             await self._send({"type": "http.response.body", "body": body, "more_body": True})
 
+    async def keep_alive(self) -> None:
+        """A keep-alive comment, now (not counted in ``size``: no frame)."""
+        await self._send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+
 
 #: What writes a response's frames: called once, in the task that writes them, with their sink.
 Produce = Callable[[FrameSink], Awaitable[None]]
@@ -131,7 +135,6 @@ class EventStreamResponse(Response):
         self._pump_task: asyncio.Task[None] | None = None
         self._stopped = False
         self._sink: FrameSink | None = None
-        self._send: Send | None = None
         self._keeping_alive: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None  # the disconnect watch's or a keep-alive's
         self._last = 0  # the bytes of the stream's last frame (a shutdown's)
@@ -168,24 +171,16 @@ class EventStreamResponse(Response):
         # the app's layers (uvicorn's, Starlette's middleware and routing, a dozen coroutines),
         # which every token's read would resume and suspend again.
         sink = self._sink = FrameSink(send)
-        self._send = send
         pump = self._pump_task = asyncio.create_task(self._pump(sink))
         # The request's task waits for the pump; one task watches for the client leaving;
         # keep-alive comments and the shutdown come from the app's ``OpenStreams`` (plain
-        # asyncio tasks and futures: an anyio task group's cancel leaves each of its tasks'
-        # CancelledError in a reference cycle, for the garbage collector).
-        over: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def pumped(_: object) -> None:
-            if not over.done():
-                over.set_result(None)
-
-        pump.add_done_callback(pumped)
+        # asyncio tasks: an anyio task group's cancel leaves each of its tasks' CancelledError
+        # in a reference cycle, for the garbage collector).
         watcher = asyncio.create_task(self._watch_disconnect(receive))
         watcher.add_done_callback(self._watched)
         self._streams.join(self)
         try:
-            await over
+            await asyncio.wait([pump])
         finally:
             self._streams.leave(self)
             watcher.cancel()
@@ -225,14 +220,14 @@ class EventStreamResponse(Response):
     def keep_alive(self) -> None:
         """Send a keep-alive comment (``OpenStreams``: nothing was written for an interval),
         unless the last one is still waiting for the client's socket."""
-        if self._send is None or (self._keeping_alive and not self._keeping_alive.done()):
+        if self._sink is None or (self._keeping_alive and not self._keeping_alive.done()):
             return
         self._keeping_alive = asyncio.get_running_loop().create_task(self._send_keep_alive())
 
     async def _send_keep_alive(self) -> None:
-        assert self._send is not None
+        assert self._sink is not None
         try:
-            await self._send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+            await self._sink.keep_alive()
         except Exception as exc:  # the client's socket failed: the stream ends on it
             self._failure = self._failure or exc
             self._end_pump()
