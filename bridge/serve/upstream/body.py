@@ -47,26 +47,35 @@ class Body:
     while it holds data.
 
     ``waiting``: when the read now waiting began (``time.monotonic()``), ``0.0`` while none
-    waits; the reader sets it around each read, and an ``IdleWatch`` reads it."""
+    waits; the reader sets it around each read, and an ``IdleWatch`` reads it.
 
-    __slots__ = ("_content", "_pieces", "_protocol", "read", "waiting")
+    The body is the response's from then on: ``aclose`` closes it. Read from aiohttp's buffer,
+    it keeps aiohttp's answer alone and lets httpx's request and response go at once (their
+    headers, URL and wrappers, about 4 KiB an open stream, ``benchmarks/README.md``, issue 44);
+    its caller drops its own reference to them."""
+
+    __slots__ = ("_answer", "_content", "_pieces", "_protocol", "_response", "read", "waiting")
 
     def __init__(self, response: httpx.Response) -> None:
         self._pieces: AsyncIterator[bytes] | None = None
         self._content: aiohttp.StreamReader | None = None
         self._protocol: aiohttp.client_proto.ResponseHandler | None = None
+        self._answer: aiohttp.ClientResponse | None = None
+        self._response: httpx.Response | None = None
         self.waiting = 0.0
         stream = response.stream
         while isinstance(stream, BoundAsyncStream | YieldingStream):  # httpx's, ours
             stream = stream._stream if isinstance(stream, BoundAsyncStream) else stream.inner
         coded = response.headers.get("content-encoding", "identity").lower() != "identity"
         if isinstance(stream, AiohttpResponseStream) and not coded:
-            answer = stream._aiohttp_response
+            answer = self._answer = stream._aiohttp_response
             content = self._content = answer.content
             connection = answer.connection
             self._protocol = connection.protocol if connection is not None else None
             self.read: Callable[[], Awaitable[bytes]] = partial(content.read, PIECE)
+            response.stream = _CLOSED  # httpx's stream held its response: a cycle, let go
         else:
+            self._response = response
             self._pieces = response.aiter_bytes()
             self.read = self._next
 
@@ -95,8 +104,17 @@ class Body:
         return b""
 
     async def aclose(self) -> None:
-        if isinstance(self._pieces, AsyncGenerator):
-            await self._pieces.aclose()
+        """Close the response: aiohttp's answer as httpx-aiohttp closes it (its connection
+        back to the pool when the body was read to its end, closed otherwise), or httpx's."""
+        if self._answer is not None:
+            await self._answer.__aexit__(None, None, None)
+            return
+        try:
+            if isinstance(self._pieces, AsyncGenerator):
+                await self._pieces.aclose()
+        finally:
+            if self._response is not None:
+                await close_response(self._response)
 
 
 class Watched(Protocol):

@@ -127,51 +127,60 @@ class UpstreamClient:
         """
         response = await self._open(body, path, observe)
         content_type = response.headers.get("content-type", "")
-        try:
-            if "text/event-stream" not in content_type:
-                take(await _whole(response, content_type, self._config.max_line_bytes))
-                return
-            chat = path == "/chat/completions"
-            charset = _charset(response)
-            reader = SseReader(self._config.max_line_bytes)
-            clock = time.monotonic
-            piece_of = Body(response)
-            watched = piece_of.own_idle_timeout()
-            # Read from aiohttp's buffer, nothing under the loop lets the event loop in: the
-            # loop does (``LoopTurns``). Any other body is read through the transport's
-            # ``YieldingStream``, which does already.
-            turns = None
-            if watched:
-                self._idle.add(piece_of)
-                turns = LoopTurns()
+        if "text/event-stream" not in content_type:
             try:
-                while True:
-                    if flush is not None:
-                        await flush()  # before waiting on the network
-                    before = piece_of.waiting = clock()
-                    piece = await piece_of.read()
-                    after = clock()
-                    piece_of.waiting = 0.0
-                    if not piece:
-                        break
-                    for event, data in reader.feed(piece):
-                        if charset is not None:
-                            data = data.decode(charset, "replace").encode()
-                        item = chunk_from_data(data, event, wrap_error_events=chat)
-                        if item is not None and take(item):
-                            return  # complete: whatever a server sends after is not ours
-                    if reader.failure is not None:
-                        raise reader.failure
-                    if turns is not None and turns.due(before, after):
-                        await asyncio.sleep(0)
+                take(await _whole(response, content_type, self._config.max_line_bytes))
+            except TRANSPORT_ERRORS as exc:
+                raise self._failures.translate(exc) from exc
             finally:
-                if watched:
-                    self._idle.discard(piece_of)
-                await piece_of.aclose()
+                await close_response(response)
+            return
+        chat = path == "/chat/completions"
+        charset = _charset(response)
+        reader = SseReader(self._config.max_line_bytes)
+        clock = time.monotonic
+        # The body closes the response from here on. Read from aiohttp's buffer, it lets
+        # httpx's request and response go for the stream's life (``Body``), once this frame
+        # holds them no more.
+        piece_of = Body(response)
+        del response
+        watched = piece_of.own_idle_timeout()
+        # Read from aiohttp's buffer, nothing under the loop lets the event loop in: the loop
+        # does (``LoopTurns``). Any other body is read through the transport's
+        # ``YieldingStream``, which does already.
+        turns = None
+        if watched:
+            self._idle.add(piece_of)
+            turns = LoopTurns()
+        try:
+            while True:
+                if flush is not None:
+                    await flush()  # before waiting on the network
+                before = piece_of.waiting = clock()
+                piece = await piece_of.read()
+                after = clock()
+                piece_of.waiting = 0.0
+                if not piece:
+                    break
+                for event, data in reader.feed(piece):
+                    if charset is not None:
+                        data = data.decode(charset, "replace").encode()
+                    item = chunk_from_data(data, event, wrap_error_events=chat)
+                    if item is not None and take(item):
+                        return  # complete: whatever a server sends after is not ours
+                if reader.failure is not None:
+                    raise reader.failure
+                if turns is not None and turns.due(before, after):
+                    await asyncio.sleep(0)
         except TRANSPORT_ERRORS as exc:
             raise self._failures.translate(exc) from exc
         finally:
-            await close_response(response)
+            if watched:
+                self._idle.discard(piece_of)
+            try:
+                await piece_of.aclose()
+            except TRANSPORT_ERRORS as exc:
+                raise self._failures.translate(exc) from exc
 
     async def stream(
         self,
