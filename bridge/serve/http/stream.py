@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 #: Where the app keeps the server's own ``send`` in a request's scope (``app.BridgeApp``).
 SERVER_SEND = "agui_bridge.server_send"
@@ -56,6 +56,13 @@ Produce = Callable[[FrameSink], Awaitable[None]]
 #: An SSE comment: ignored by every SSE client (the AG-UI client included), kept by proxies.
 KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: An event stream's head, as Starlette's ``init_headers`` writes it from ``SSE_HEADERS``: each
+#: response holds a list of its own (middleware may edit it) of these same pairs.
+_SSE_HEAD = (
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+)
 
 
 class OpenStreams:
@@ -127,7 +134,7 @@ class EventStreamResponse(Response):
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.background = None
-        self.init_headers(SSE_HEADERS)
+        self.raw_headers = list(_SSE_HEAD)
         self._produce = produce
         self._streams = streams
         self._stop_frame = stop_frame
@@ -137,6 +144,9 @@ class EventStreamResponse(Response):
         self._sink: FrameSink | None = None
         self._keeping_alive: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None  # the disconnect watch's or a keep-alive's
+        self._ending = False  # the frames' making cancelled by ``_end_pump``
+        self._receive: Receive | None = None
+        self._watcher: asyncio.Future[Message] | None = None  # the wait for the client's next
         self._last = 0  # the bytes of the stream's last frame (a shutdown's)
         self.client_gone = False
 
@@ -167,30 +177,35 @@ class EventStreamResponse(Response):
 
     async def _respond(self, receive: Receive, head: Send, send: Send) -> None:
         await head({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        # A task of its own, not the request's: the request's task waits under the server's and
-        # the app's layers (uvicorn's, Starlette's middleware and routing, a dozen coroutines),
-        # which every token's read would resume and suspend again.
+        # The request's own task makes and writes the frames: a task of their own and the wait
+        # on it cost each open stream about 1.5 KiB (``benchmarks/README.md``, issue 44). One
+        # task watches for the client leaving; keep-alive comments and the shutdown come from
+        # the app's ``OpenStreams`` (plain asyncio tasks: an anyio task group's cancel leaves
+        # each of its tasks' CancelledError in a reference cycle, for the garbage collector).
+        # What ends the stream early cancels this task while it makes the frames
+        # (``_end_pump``), and the cancel is taken back here.
         sink = self._sink = FrameSink(send)
-        pump = self._pump_task = asyncio.create_task(self._pump(sink))
-        # The request's task waits for the pump; one task watches for the client leaving;
-        # keep-alive comments and the shutdown come from the app's ``OpenStreams`` (plain
-        # asyncio tasks: an anyio task group's cancel leaves each of its tasks' CancelledError
-        # in a reference cycle, for the garbage collector).
-        watcher = asyncio.create_task(self._watch_disconnect(receive))
-        watcher.add_done_callback(self._watched)
+        task = self._pump_task = asyncio.current_task()
+        self._receive = receive
+        self._watch()
         self._streams.join(self)
+        failure: BaseException | None = None
         try:
-            await asyncio.wait([pump])
+            await self._pump(sink)
+        except asyncio.CancelledError:
+            # Not ours to take back: the server's cancel, or ours and the server's together.
+            if not self._ending or task is None or task.uncancel() > 0:
+                raise
+        except Exception as exc:
+            failure = exc
         finally:
+            self._pump_task = None
             self._streams.leave(self)
-            watcher.cancel()
+            if self._watcher is not None:
+                self._watcher.cancel()
             if self._keeping_alive is not None:
                 self._keeping_alive.cancel()
-            if not pump.done():  # the request's task cancelled: the pump goes with it
-                pump.cancel()
-            await asyncio.wait([pump])  # the run is the pump's until it ends
-            failure = None if pump.cancelled() else pump.exception()
-            failure = failure or self._failure
+        failure = failure or self._failure
         try:
             if failure is not None:
                 raise failure
@@ -201,16 +216,25 @@ class EventStreamResponse(Response):
         except OSError:  # the client went away while we were writing: nothing left to tell it
             self.client_gone = True
 
-    async def _watch_disconnect(self, receive: Receive) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        self.client_gone = True
-        self._end_pump()
+    def _watch(self) -> None:
+        """Wait for the client's next message (a task of the server's ``receive`` alone, no
+        coroutine of ours around it): its leaving ends the frames' making."""
+        assert self._receive is not None
+        self._watcher = asyncio.ensure_future(self._receive())
+        self._watcher.add_done_callback(self._received)
 
-    def _watched(self, watcher: asyncio.Task[None]) -> None:
-        if not watcher.cancelled() and watcher.exception() is not None:
+    def _received(self, watcher: asyncio.Future[Message]) -> None:
+        if watcher.cancelled():
+            return
+        if watcher.exception() is not None:
             self._failure = self._failure or watcher.exception()
-            self._end_pump()
+        elif watcher.result()["type"] != "http.disconnect":
+            self._watch()  # the body's end, or a message to ignore: wait for the next
+            return
+        else:
+            self.client_gone = True
+        self._watcher = None
+        self._end_pump()
 
     def stop(self) -> None:
         """End the stream now, with its stop frame (a shutdown)."""
@@ -233,15 +257,17 @@ class EventStreamResponse(Response):
             self._end_pump()
 
     def _end_pump(self) -> None:
-        """Cancel the pump. Directly, not through a task group's cancel: anyio cancels a task
-        only when it finds it waiting on a future not yet done, and an upstream that always has
-        more data (read from aiohttp's buffer, whose every wait the network ends before anyio
-        looks) kept it reading for nobody."""
-        if self._pump_task is not None:
+        """Cancel the frames' making (the request's task, while it makes them), once. Directly,
+        not through a task group's cancel: anyio cancels a task only when it finds it waiting
+        on a future not yet done, and an upstream that always has more data (read from
+        aiohttp's buffer, whose every wait the network ends before anyio looks) kept it
+        reading for nobody."""
+        if self._pump_task is not None and not self._ending:
+            self._ending = True
             self._pump_task.cancel()
 
     async def _pump(self, sink: FrameSink) -> None:
-        """One task makes and writes the frames: each flush hands them to the server, whose
-        send waits while the client's socket is full."""
+        """The request's task makes and writes the frames: each flush hands them to the server,
+        whose send waits while the client's socket is full."""
         await self._produce(sink)
         await sink.flush()
