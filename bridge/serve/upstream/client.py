@@ -168,6 +168,10 @@ class UpstreamClient:
                     item = chunk_from_data(data, event, wrap_error_events=chat)
                     if item is not None and take(item):
                         return  # complete: whatever a server sends after is not ours
+                # Not held while the next read waits (the last chunk, parsed, and its bytes:
+                # about 0.8 KiB an open stream).
+                piece = data = b""
+                item = None
                 if reader.failure is not None:
                     raise reader.failure
                 if turns is not None and turns.due(before, after):
