@@ -151,11 +151,53 @@ class EventStreamResponse(Response):
         self.client_gone = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # One coroutine, the request's, for the whole stream (each more was held for its life):
+        # the head through the app's middleware (CORS adds its headers there), the frames with
+        # the server's own send when the app kept it (every wrapper on the way looks at the
+        # head only, and each cost a coroutine step per frame).
+        #
+        # The request's own task makes and writes the frames: a task of their own and the wait
+        # on it cost each open stream about 1.5 KiB (``benchmarks/README.md``, issue 44). One
+        # task watches for the client leaving; keep-alive comments and the shutdown come from
+        # the app's ``OpenStreams`` (plain asyncio tasks: an anyio task group's cancel leaves
+        # each of its tasks' CancelledError in a reference cycle, for the garbage collector).
+        # What ends the stream early cancels this task while it makes the frames
+        # (``_end_pump``), and the cancel is taken back here.
         try:
-            # The head through the app's middleware (CORS adds its headers there), the frames
-            # with the server's own send when the app kept it: every wrapper on the way looks
-            # at the head only, and each cost a coroutine step per frame.
-            await self._respond(receive, send, scope.get(SERVER_SEND, send))
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            send = scope.get(SERVER_SEND, send)
+            sink = self._sink = FrameSink(send)
+            task = self._pump_task = asyncio.current_task()
+            self._receive = receive
+            self._watch()
+            self._streams.join(self)
+            failure: BaseException | None = None
+            try:
+                await self._produce(sink)
+                await sink.flush()
+            except asyncio.CancelledError:
+                # Not ours to take back: the server's cancel, or ours and the server's together.
+                if not self._ending or task is None or task.uncancel() > 0:
+                    raise
+            except Exception as exc:
+                failure = exc
+            finally:
+                self._pump_task = None
+                self._streams.leave(self)
+                if self._watcher is not None:
+                    self._watcher.cancel()
+                if self._keeping_alive is not None:
+                    self._keeping_alive.cancel()
+            failure = failure or self._failure
+            try:
+                if failure is not None:
+                    raise failure
+                if not self.client_gone:
+                    last = self._stop_frame.encode() if self._stopped else b""
+                    self._last = len(last)
+                    await send({"type": "http.response.body", "body": last, "more_body": False})
+            except OSError:  # the client went away while we were writing: nothing left to tell
+                self.client_gone = True
         finally:
             if self._on_close is not None:
                 self._on_close(self)
@@ -174,47 +216,6 @@ class EventStreamResponse(Response):
     def stopped(self) -> bool:
         """Whether ``streams`` was stopped first (its ``stop_frame`` in place of the run's end)."""
         return self._stopped
-
-    async def _respond(self, receive: Receive, head: Send, send: Send) -> None:
-        await head({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        # The request's own task makes and writes the frames: a task of their own and the wait
-        # on it cost each open stream about 1.5 KiB (``benchmarks/README.md``, issue 44). One
-        # task watches for the client leaving; keep-alive comments and the shutdown come from
-        # the app's ``OpenStreams`` (plain asyncio tasks: an anyio task group's cancel leaves
-        # each of its tasks' CancelledError in a reference cycle, for the garbage collector).
-        # What ends the stream early cancels this task while it makes the frames
-        # (``_end_pump``), and the cancel is taken back here.
-        sink = self._sink = FrameSink(send)
-        task = self._pump_task = asyncio.current_task()
-        self._receive = receive
-        self._watch()
-        self._streams.join(self)
-        failure: BaseException | None = None
-        try:
-            await self._pump(sink)
-        except asyncio.CancelledError:
-            # Not ours to take back: the server's cancel, or ours and the server's together.
-            if not self._ending or task is None or task.uncancel() > 0:
-                raise
-        except Exception as exc:
-            failure = exc
-        finally:
-            self._pump_task = None
-            self._streams.leave(self)
-            if self._watcher is not None:
-                self._watcher.cancel()
-            if self._keeping_alive is not None:
-                self._keeping_alive.cancel()
-        failure = failure or self._failure
-        try:
-            if failure is not None:
-                raise failure
-            if not self.client_gone:
-                last = self._stop_frame.encode() if self._stopped else b""
-                self._last = len(last)
-                await send({"type": "http.response.body", "body": last, "more_body": False})
-        except OSError:  # the client went away while we were writing: nothing left to tell it
-            self.client_gone = True
 
     def _watch(self) -> None:
         """Wait for the client's next message (a task of the server's ``receive`` alone, no
@@ -265,9 +266,3 @@ class EventStreamResponse(Response):
         if self._pump_task is not None and not self._ending:
             self._ending = True
             self._pump_task.cancel()
-
-    async def _pump(self, sink: FrameSink) -> None:
-        """The request's task makes and writes the frames: each flush hands them to the server,
-        whose send waits while the client's socket is full."""
-        await self._produce(sink)
-        await sink.flush()
