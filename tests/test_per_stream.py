@@ -198,3 +198,52 @@ def test_a_run_that_fails_unexpectedly_is_answered_500(monkeypatch: pytest.Monke
         assert httpx.post(f"{url}/", json=body, timeout=10).status_code == 500
         with httpx.stream("POST", f"{url}/", json=body, timeout=10) as response:
             assert response.status_code == 200
+
+
+def _held_for_open_streams() -> dict[str, Any]:
+    """What the open streams hold: httpx's requests and responses to the upstream and the tool
+    loops alive in the process (the test's own client's requests, to the bridge, aside), and
+    the upstream read's last chunk, per stream."""
+    import gc
+
+    from bridge.serve.run.loop import ToolLoop
+
+    def upstream(request: httpx.Request) -> bool:
+        return request.url.path.endswith("/chat/completions")
+
+    gc.collect()
+    counts = {"httpx.Request": 0, "httpx.Response": 0, "ToolLoop": 0}
+    for thing in gc.get_objects():
+        if isinstance(thing, httpx.Request) and upstream(thing):
+            counts["httpx.Request"] += 1
+        elif isinstance(thing, httpx.Response) and upstream(thing.request):
+            counts["httpx.Response"] += 1
+        elif isinstance(thing, ToolLoop):
+            counts["ToolLoop"] += 1
+    reads = []
+    for task in asyncio.all_tasks():
+        coro: Any = task.get_coro()
+        while coro is not None and hasattr(coro, "cr_frame"):
+            if coro.cr_code.co_name == "stream_into":
+                reads.append({k: coro.cr_frame.f_locals.get(k) for k in ("item", "data", "piece")})
+            coro = coro.cr_await
+    return {**counts, "reads": reads}
+
+
+@pytest.mark.anyio
+async def test_an_open_stream_holds_no_httpx_message_nor_tool_loop_nor_its_last_chunk() -> None:
+    """While the upstream is silent after its first chunk, each open stream holds aiohttp's
+    answer alone (not httpx's request and response over it), no tool loop when the bridge has
+    no server tools (its request builders went with the first request), and not the chunk it
+    read last while it waits for the next."""
+    with _silent_bridge() as (app, url):
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
+            streams = _Streams(url, c)
+            streams.open(STREAMS)
+            with anyio.fail_after(20):
+                await streams.kept.wait()
+            held = app.call(_held_for_open_streams)
+            await streams.close()
+    assert len(held["reads"]) == STREAMS  # every stream waits on its upstream's next read
+    assert held["httpx.Request"] == held["httpx.Response"] == held["ToolLoop"] == 0, held
+    assert all(read == {"item": None, "data": b"", "piece": b""} for read in held["reads"]), held

@@ -80,6 +80,11 @@ async def run(bridge: Bridge, request: Request) -> Response:
         )
     writer = FrameWriter(bridge.redactor, protocol)
     recorder = bridge.recorder
+    # Held by the stream only while the run needs them: with no server tools, the tool loop
+    # and its request builders go once the first request is prepared (about 1 KiB an open
+    # stream; the run lets go of ``prepare`` after its one call).
+    tool_loop = loop if bridge.tools else None
+    once = [prepare]
 
     def run_into(out: _Frames) -> Awaitable[None]:
         return run_agent(
@@ -89,9 +94,9 @@ async def run(bridge: Bridge, request: Request) -> Response:
             config.translate_for(body["model"]),
             out,
             api=config.upstream_api,
-            loop=loop if bridge.tools else None,
+            loop=tool_loop,
             observe=observe,
-            prepare=prepare,
+            prepare=once.pop(),
             state=state,
             predict_state=config.predict_state,
         )

@@ -216,6 +216,7 @@ async def _run(
         except BridgeError as exc:  # what the server said refuses the input (an attachment)
             await progress.fail(out, exc)
             return
+        prepare = None  # called once: not held for the rest of the run
     transcript = Transcript()
     rounds = 0
     approvals = None
