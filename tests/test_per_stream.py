@@ -150,13 +150,19 @@ async def test_a_silent_stream_holds_no_timer_and_one_task_of_its_own() -> None:
     assert timers_all - timers_one <= 1  # a keep-alive send may be between two ticks
 
 
+def _coroutines(task: asyncio.Task[Any]) -> Iterator[Any]:
+    """The coroutines a task waits in, outermost first."""
+    coro: Any = task.get_coro()
+    while coro is not None and hasattr(coro, "cr_code"):
+        yield coro
+        coro = coro.cr_await
+
+
 def _chain(task: asyncio.Task[Any]) -> list[str]:
     """The modules and names of the coroutines a task waits in, outermost first."""
-    names, coro = [], task.get_coro()
-    while coro is not None and hasattr(coro, "cr_code"):
-        names.append(f"{coro.cr_frame.f_globals.get('__name__')}.{coro.cr_code.co_qualname}")
-        coro = coro.cr_await
-    return names
+    return [
+        f"{c.cr_frame.f_globals.get('__name__')}.{c.cr_code.co_qualname}" for c in _coroutines(task)
+    ]
 
 
 def _request_chains() -> list[list[str]]:
@@ -201,10 +207,12 @@ def test_a_run_that_fails_unexpectedly_is_answered_500(monkeypatch: pytest.Monke
 
 
 def _held_for_open_streams() -> dict[str, Any]:
-    """What the open streams hold: httpx's requests and responses to the upstream and the tool
-    loops alive in the process (the test's own client's requests, to the bridge, aside), and
-    the upstream read's last chunk, per stream."""
+    """What the open streams hold: httpx's requests and responses to the upstream, the tool
+    loops and the run inputs with their conversation alive in the process (the test's own
+    client's requests, to the bridge, aside), and the upstream read's last chunk, per stream."""
     import gc
+
+    from ag_ui.core import RunAgentInput
 
     from bridge.serve.run.loop import ToolLoop
 
@@ -212,7 +220,7 @@ def _held_for_open_streams() -> dict[str, Any]:
         return request.url.path.endswith("/chat/completions")
 
     gc.collect()
-    counts = {"httpx.Request": 0, "httpx.Response": 0, "ToolLoop": 0}
+    counts = {"httpx.Request": 0, "httpx.Response": 0, "ToolLoop": 0, "conversation": 0}
     for thing in gc.get_objects():
         if isinstance(thing, httpx.Request) and upstream(thing):
             counts["httpx.Request"] += 1
@@ -220,22 +228,23 @@ def _held_for_open_streams() -> dict[str, Any]:
             counts["httpx.Response"] += 1
         elif isinstance(thing, ToolLoop):
             counts["ToolLoop"] += 1
+        elif isinstance(thing, RunAgentInput) and thing.messages:
+            counts["conversation"] += 1
     reads = []
     for task in asyncio.all_tasks():
-        coro: Any = task.get_coro()
-        while coro is not None and hasattr(coro, "cr_frame"):
+        for coro in _coroutines(task):
             if coro.cr_code.co_name == "stream_into":
                 reads.append({k: coro.cr_frame.f_locals.get(k) for k in ("item", "data", "piece")})
-            coro = coro.cr_await
     return {**counts, "reads": reads}
 
 
 @pytest.mark.anyio
-async def test_an_open_stream_holds_no_httpx_message_nor_tool_loop_nor_its_last_chunk() -> None:
+async def test_an_open_stream_holds_no_httpx_message_tool_loop_input_nor_last_chunk() -> None:
     """While the upstream is silent after its first chunk, each open stream holds aiohttp's
-    answer alone (not httpx's request and response over it), no tool loop when the bridge has
-    no server tools (its request builders went with the first request), and not the chunk it
-    read last while it waits for the next."""
+    answer alone (not httpx's request and response over it); when the bridge has no server
+    tools, no tool loop (its request builders went with the first request) and no validated
+    conversation (the run keeps its input's ids); and not the chunk it read last while it
+    waits for the next."""
     with _silent_bridge() as (app, url):
         async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
             streams = _Streams(url, c)
@@ -245,5 +254,6 @@ async def test_an_open_stream_holds_no_httpx_message_nor_tool_loop_nor_its_last_
             held = app.call(_held_for_open_streams)
             await streams.close()
     assert len(held["reads"]) == STREAMS  # every stream waits on its upstream's next read
-    assert held["httpx.Request"] == held["httpx.Response"] == held["ToolLoop"] == 0, held
+    kept = ("httpx.Request", "httpx.Response", "ToolLoop", "conversation")
+    assert [held[name] for name in kept] == [0, 0, 0, 0], held
     assert all(read == {"item": None, "data": b"", "piece": b""} for read in held["reads"]), held

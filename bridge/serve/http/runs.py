@@ -85,10 +85,15 @@ async def run(bridge: Bridge, request: Request) -> Response:
     # stream; the run lets go of ``prepare`` after its one call).
     tool_loop = loop if bridge.tools else None
     once = [prepare]
+    # What the run reads of its input: all of it with server tools (their rounds build the
+    # conversation again), else its ids and what it resumes, not the conversation (validated,
+    # the biggest thing a stream would hold for its life; the upstream body has it still).
+    ran = run_input if tool_loop is not None else _without_conversation(run_input)
+    recording = run_input if recorder is not None else None
 
     def run_into(out: _Frames) -> Awaitable[None]:
         return run_agent(
-            run_input,
+            ran,
             body,
             bridge.upstream,
             config.translate_for(body["model"]),
@@ -102,11 +107,11 @@ async def run(bridge: Bridge, request: Request) -> Response:
         )
 
     async def produce(sink: Sink) -> None:
-        if recorder is None:
+        if recorder is None or recording is None:
             await run_into(_Frames(sink, writer, observe))
             return
-        recorded = await recorded_input(run_input)
-        with recorder.run(run_input, recorded) as record:  # its frames recorded as they go out
+        recorded = await recorded_input(recording)
+        with recorder.run(recording, recorded) as record:  # its frames recorded as they go out
             await run_into(_Frames(sink, writer, observe, record))
 
     def ended(response: EventStreamResponse) -> None:
@@ -145,6 +150,12 @@ async def run(bridge: Bridge, request: Request) -> Response:
         timed_out=lambda: threads.timed_out(config.run_timeout),
     )
     return threads.carry_response(bridge, live)
+
+
+def _without_conversation(run_input: RunAgentInput) -> RunAgentInput:
+    """``run_input`` without its messages, tools and context: what a run with no server tools
+    reads of it once its first request is built."""
+    return run_input.model_copy(update={"messages": [], "tools": [], "context": []})
 
 
 class Sink(Protocol):
