@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Match, Mount, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bridge.config import BridgeConfig
 from bridge.serve.http.bridge import Bridge
@@ -119,28 +119,28 @@ class BridgeApp(Starlette):
             return
         scope[SERVER_SEND] = send
         try:
-            if not await self._run_directly(scope, receive, send):
-                await super().__call__(scope, receive, send)
+            app = self._run_directly(scope) or super().__call__
+            await app(scope, receive, send)
         finally:
             # The server's send is its request's bound method: left in the scope, the request
             # would hold itself (a cycle for the garbage collector, each request).
             scope.pop(SERVER_SEND, None)
 
-    async def _run_directly(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """A run, when the app has no middleware at all: straight to its route, not through
-        Starlette's error and exception middleware and router, whose frames and closures each
-        open stream would hold for its life (what it raises, the server answers 500 as the
-        error middleware would). Whether it was one."""
+    def _run_directly(self, scope: Scope) -> ASGIApp | None:
+        """The run route's app, when the request is a run and the app has no middleware at
+        all: straight to it, not through Starlette's error and exception middleware and
+        router, whose frames and closures each open stream would hold for its life (what it
+        raises, the server answers 500 as the error middleware would). A function, not a
+        coroutine: no frame of its own held either."""
         if self._own_middleware or scope["method"] != "POST":
-            return False
+            return None
         route = self._run_route
         match, child_scope = route.matches(scope)
         if match is not Match.FULL:
-            return False
+            return None
         scope.update(child_scope, app=self, route=route)
         scope.setdefault("router", self.router)
-        await route.app(scope, receive, send)
-        return True
+        return route.app
 
 
 def mount(path: str, app: Starlette) -> list[BaseRoute]:

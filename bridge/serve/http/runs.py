@@ -106,13 +106,16 @@ async def run(bridge: Bridge, request: Request) -> Response:
             predict_state=config.predict_state,
         )
 
-    async def produce(sink: Sink) -> None:
-        if recorder is None or recording is None:
-            await run_into(_Frames(sink, writer, observe))
-            return
+    async def produce_recorded(sink: Sink) -> None:
+        assert recorder is not None and recording is not None
         recorded = await recorded_input(recording)
         with recorder.run(recording, recorded) as record:  # its frames recorded as they go out
             await run_into(_Frames(sink, writer, observe, record))
+
+    def produce(sink: Sink) -> Awaitable[None]:
+        if recorder is None or recording is None:
+            return run_into(_Frames(sink, writer, observe))  # the run's coroutine, none around it
+        return produce_recorded(sink)
 
     def ended(response: EventStreamResponse) -> None:
         observe.end(
