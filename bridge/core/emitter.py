@@ -114,7 +114,7 @@ class EventEmitter:
         self.tool_call_ids: list[str] = []
         #: Every call id this turn gave out (a broken call's too), and for an upstream id that
         #: came again, the suffix to try next (``_unused``).
-        self._given_ids: set[str] = set()
+        self._given_ids: set[str] | None = None  # made at the first call (most turns have none)
         self._next_suffix: dict[str, int] = {}
         #: The name of each call in ``tool_call_ids``, by its id.
         self.tool_call_names: dict[str, str] = {}
@@ -242,9 +242,12 @@ class EventEmitter:
 
     def _start_call(self, call: _ToolCall, out: list[BaseEvent]) -> None:
         call_id = call.upstream_id or self._new_id("call")
-        if call_id in self._given_ids:  # some servers reuse ids across parallel calls
-            call_id = self._unused(call_id)
-        self._given_ids.add(call_id)
+        given = self._given_ids
+        if given is None:
+            given = self._given_ids = set()
+        if call_id in given:  # some servers reuse ids across parallel calls
+            call_id = self._unused(call_id, given)
+        given.add(call_id)
         self._end_reasoning(out)
         self._pending_whitespace = ""
         self._assistant_shown = True
@@ -261,12 +264,12 @@ class EventEmitter:
             out.append(tool_call_args(call_id, "".join(call.pending)))
             call.pending.clear()
 
-    def _unused(self, call_id: str) -> str:
+    def _unused(self, call_id: str, given: set[str]) -> str:
         """A new id for a call whose upstream id an earlier call of the turn has: one no call
         of the turn has (the upstream's own ids may look like ours: ``a``, ``a_2``, ``a``), so
         that no call, one under approval say, is taken for another."""
         suffix = self._next_suffix.get(call_id, len(self.tool_call_ids))
-        while f"{call_id}_{suffix}" in self._given_ids:  # resumed where the last search ended
+        while f"{call_id}_{suffix}" in given:  # resumed where the last search ended
             suffix += 1
         self._next_suffix[call_id] = suffix + 1
         return f"{call_id}_{suffix}"

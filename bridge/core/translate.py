@@ -13,6 +13,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from ag_ui.core import BaseEvent, TokenUsage
@@ -45,6 +46,13 @@ DONE = "[DONE]"
 # How much tag-wrapped reasoning to remember in case a field repeats it (llama.cpp
 # deepseek-legacy); an echo, if it comes, starts at once.
 _ECHO_LIMIT = 4096
+
+
+@lru_cache(maxsize=64)
+def _either(stops: frozenset[str], more: frozenset[str]) -> frozenset[str]:
+    """The characters either filter stops at, made once per pair of marker sets (each stream's
+    filters share them): not a set of its own each time a stream's lanes are set."""
+    return stops | more
 
 
 @runtime_checkable
@@ -230,7 +238,7 @@ class ChatStreamTranslator:
             stops = self._tags.plain_text_stops()
             if stops is not None and self._text_tools is not None:
                 more = self._text_tools.plain_text_stops()
-                stops = None if more is None else stops | more
+                stops = None if more is None else _either(stops, more)
             if stops is not None:
                 self._text_lane = (text_id, stops)
         if self._field_reasoning and not self._echo:
