@@ -24,7 +24,7 @@ from bridge.serve.http.frames import ClientProtocol, FrameWriter, client_protoco
 from bridge.serve.http.run_input import MAX_DEPTH, read_run_input
 from bridge.serve.http.stream import EventStreamResponse
 from bridge.serve.observe.observation import RunObservation
-from bridge.serve.run.loop import Prepare, ToolLoop, run_agent
+from bridge.serve.run.loop import Prepare, RunIds, ToolLoop, run_agent
 from bridge.serve.run.modalities import RunAttachments
 from bridge.serve.run.output import RUN_ENDS, UnencodableEventError
 from bridge.serve.run.request import build_chat_request, build_responses_request, configured_scope
@@ -85,10 +85,10 @@ async def run(bridge: Bridge, request: Request) -> Response:
     # stream; the run lets go of ``prepare`` after its one call).
     tool_loop = loop if bridge.tools else None
     once = [prepare]
-    # What the run reads of its input: all of it with server tools (their rounds build the
-    # conversation again), else its ids and what it resumes, not the conversation (validated,
-    # the biggest thing a stream would hold for its life; the upstream body has it still).
-    ran = run_input if tool_loop is not None else _without_conversation(run_input)
+    # What the run reads of its input: its ids and what it resumes, not the conversation
+    # (validated, the biggest thing a stream would hold for its life; the upstream body has it
+    # still), which only the tool loop, when there is one, reads.
+    ran = RunIds.of(run_input)
     recording = run_input if recorder is not None else None
 
     def run_into(out: _Frames) -> Awaitable[None]:
@@ -153,12 +153,6 @@ async def run(bridge: Bridge, request: Request) -> Response:
         timed_out=lambda: threads.timed_out(config.run_timeout),
     )
     return threads.carry_response(bridge, live)
-
-
-def _without_conversation(run_input: RunAgentInput) -> RunAgentInput:
-    """``run_input`` without its messages, tools and context: what a run with no server tools
-    reads of it once its first request is built."""
-    return run_input.model_copy(update={"messages": [], "tools": [], "context": []})
 
 
 class Sink(Protocol):
@@ -264,5 +258,5 @@ def _tool_loop(
         return build(run_input.messages)
 
     parts = protocol == "1.0"  # a 0.0.x client takes, and keeps, a tool's result as text
-    loop = ToolLoop(tools, build, config.max_tool_rounds, bridge.approvals, parts)
+    loop = ToolLoop(tools, build, run_input, config.max_tool_rounds, bridge.approvals, parts)
     return loop, prepare if config.reasoning_scope == "auto" or attachments.pending else None

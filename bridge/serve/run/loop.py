@@ -25,6 +25,7 @@ from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     Message,
+    ResumeEntry,
     RunAgentInput,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -71,10 +72,31 @@ Prepare = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 raises ``BridgeError`` (the run's error) when the input cannot go as the upstream said."""
 
 
+@dataclass(frozen=True, slots=True)
+class RunIds:
+    """What a run reads of its input outside its tool loop: its ids and what it resumes. A run
+    with no server tools is given this, not its ``RunAgentInput``, whose validated
+    conversation an open stream would hold for its life (``benchmarks/README.md``, issue 44)."""
+
+    thread_id: str
+    run_id: str
+    parent_run_id: str | None
+    resume: list[ResumeEntry] | None
+
+    @classmethod
+    def of(cls, run_input: RunAgentInput) -> RunIds:
+        return cls(run_input.thread_id, run_input.run_id, run_input.parent_run_id, run_input.resume)
+
+
+#: A run's input as the run reads it: whole, or its ids (``RunIds``).
+RunHead = RunAgentInput | RunIds
+
+
 @dataclass(frozen=True)
 class ToolLoop:
     """What a run needs to run server tools and go on: the tools, how to build the next
-    request from the whole conversation, the most rounds of server calls in one run, how
+    request from the whole conversation, the run's whole input (its messages and the answers
+    it resumes with), the most rounds of server calls in one run, how
     calls that wait for a person are signed and checked (``None``: a secret of the loop's own,
     so that no call under approval ever runs unapproved), and whether the client takes a
     result as content parts (AG-UI 1.0; a 0.0.x client takes text only, and the next request
@@ -82,13 +104,14 @@ class ToolLoop:
 
     tools: ServerTools
     build: Callable[[Sequence[Message]], dict[str, Any]]
+    run_input: RunAgentInput
     max_rounds: int = 16
     approvals: Approvals | None = None
     parts: bool = True
 
 
 def run_agent(
-    run_input: RunAgentInput,
+    run_input: RunHead,
     body: dict[str, Any],
     upstream: UpstreamClient,
     options: TranslateOptions,
@@ -127,7 +150,7 @@ def run_agent(
     return _to_its_end(run, run_input, observe, progress, kept, out, state)
 
 
-def run_started(run_input: RunAgentInput) -> RunStartedEvent:
+def run_started(run_input: RunHead) -> RunStartedEvent:
     """The event every run begins with: its thread and id, the parent run it says it follows
     (``parentRunId``, echoed: the client links the runs by it), and the protocol spoken."""
     return RunStartedEvent(
@@ -140,7 +163,7 @@ def run_started(run_input: RunAgentInput) -> RunStartedEvent:
 
 async def _to_its_end(
     run: Awaitable[None],
-    run_input: RunAgentInput,
+    run_input: RunHead,
     observe: RunObservation,
     progress: RunProgress,
     out: RunOutput,
@@ -192,7 +215,7 @@ class _WithState:
 async def _run(
     out: RunOutput,
     progress: RunProgress,
-    run_input: RunAgentInput,
+    run_input: RunHead,
     body: dict[str, Any],
     upstream: UpstreamClient,
     options: TranslateOptions,
@@ -223,7 +246,7 @@ async def _run(
     if loop is not None:
         approvals = loop.approvals or Approvals(secret=new_secret())
         try:
-            decisions = approvals.decisions(run_input, loop.tools.waits, loop.tools.asks)
+            decisions = approvals.decisions(loop.run_input, loop.tools.waits, loop.tools.asks)
             await take_answers(decisions, loop.tools.question, approvals.claims)
         except (InterruptError, ApprovalStoreError) as exc:  # nothing is run
             await progress.fail(out, exc)
@@ -242,7 +265,7 @@ async def _run(
                 await progress.fail(out, exc)
                 return
             progress.close(out)
-            next_body = _next_body(loop, run_input, transcript)
+            next_body = _next_body(loop, transcript)
             if isinstance(next_body, BridgeError):
                 await progress.fail(out, next_body)
                 return
@@ -309,16 +332,14 @@ async def _run(
             pending = [call.id for call in frontend]
             await progress.end(out, _finished(run_input, outcome, progress.usage, pending))
             return
-        next_body = _next_body(loop, run_input, transcript)
+        next_body = _next_body(loop, transcript)
         if isinstance(next_body, BridgeError):
             await progress.fail(out, next_body)
             return
         body = next_body
 
 
-def _next_body(
-    loop: ToolLoop, run_input: RunAgentInput, transcript: Transcript
-) -> dict[str, Any] | BridgeError:
+def _next_body(loop: ToolLoop, transcript: Transcript) -> dict[str, Any] | BridgeError:
     """The next request: the client's messages and the run's since; else the error that ends
     the run: the builder's own (a tool's result holds what the upstream's API cannot carry),
     or ``internal_error`` (a bug of ours, logged)."""
@@ -328,7 +349,7 @@ def _next_body(
     fresh = {m.tool_call_id for m in added if isinstance(m, ToolMessage)}
     earlier = [
         m
-        for m in run_input.messages
+        for m in loop.run_input.messages
         if not (isinstance(m, ToolMessage) and m.tool_call_id in fresh)
     ]
     try:
@@ -336,7 +357,7 @@ def _next_body(
     except BridgeError as exc:
         return exc
     except Exception:
-        logger.exception("run %s: the next request could not be built", run_input.run_id)
+        logger.exception("run %s: the next request could not be built", loop.run_input.run_id)
         return _failed()
 
 
@@ -366,7 +387,7 @@ def _failed() -> InternalError:
 
 
 def _finished(
-    run_input: RunAgentInput,
+    run_input: RunHead,
     outcome: TurnOutcome,
     usage: list[TokenUsage],
     pending: Sequence[str],
