@@ -20,6 +20,7 @@ from bridge.core.text_tools.filter import TextToolCalls
 from bridge.serve.http import app as app_module
 from bridge.serve.http.app import create_app
 from bridge.serve.http.runs import run
+from bridge.serve.http.stream import EventStreamResponse
 from bridge.serve.upstream.client import request_body
 from faulty_upstream import fault_model, faulty_upstream
 from servers import LoopProbe, run_input, serve
@@ -221,6 +222,7 @@ def _held_for_open_streams() -> dict[str, Any]:
 
     gc.collect()
     counts = {"httpx.Request": 0, "httpx.Response": 0, "ToolLoop": 0, "conversation": 0}
+    counts["producer"] = 0  # a response still holding what made its frames' coroutine
     for thing in gc.get_objects():
         if isinstance(thing, httpx.Request) and upstream(thing):
             counts["httpx.Request"] += 1
@@ -230,6 +232,8 @@ def _held_for_open_streams() -> dict[str, Any]:
             counts["ToolLoop"] += 1
         elif isinstance(thing, RunAgentInput) and thing.messages:
             counts["conversation"] += 1
+        elif isinstance(thing, EventStreamResponse) and thing._produce is not None:
+            counts["producer"] += 1
     reads = []
     for task in asyncio.all_tasks():
         for coro in _coroutines(task):
@@ -254,6 +258,6 @@ async def test_an_open_stream_holds_no_httpx_message_tool_loop_input_nor_last_ch
             held = app.call(_held_for_open_streams)
             await streams.close()
     assert len(held["reads"]) == STREAMS  # every stream waits on its upstream's next read
-    kept = ("httpx.Request", "httpx.Response", "ToolLoop", "conversation")
-    assert [held[name] for name in kept] == [0, 0, 0, 0], held
+    kept = ("httpx.Request", "httpx.Response", "ToolLoop", "conversation", "producer")
+    assert [held[name] for name in kept] == [0, 0, 0, 0, 0], held
     assert all(read == {"item": None, "data": b"", "piece": b""} for read in held["reads"]), held

@@ -135,7 +135,7 @@ class EventStreamResponse(Response):
         self.status_code = 200
         self.background = None
         self.raw_headers = list(_SSE_HEAD)
-        self._produce = produce
+        self._produce: Produce | None = produce
         self._streams = streams
         self._stop_frame = stop_frame
         self._on_close = on_close
@@ -173,7 +173,12 @@ class EventStreamResponse(Response):
             self._streams.join(self)
             failure: BaseException | None = None
             try:
-                await self._produce(sink)
+                assert self._produce is not None
+                frames = self._produce(sink)
+                # Let go of what made the frames' coroutine (a run's closures, its tool loop):
+                # the coroutine holds what it needs, nothing more for the stream's life.
+                self._produce = None
+                await frames
                 await sink.flush()
             except asyncio.CancelledError:
                 # Not ours to take back: the server's cancel, or ours and the server's together.
