@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import (
@@ -96,11 +96,11 @@ RunHead = RunAgentInput | RunIds
 class ToolLoop:
     """What a run needs to run server tools and go on: the tools, how to build the next
     request from the whole conversation, the run's whole input (its messages and the answers
-    it resumes with), the most rounds of server calls in one run, how
-    calls that wait for a person are signed and checked (``None``: a secret of the loop's own,
-    so that no call under approval ever runs unapproved), and whether the client takes a
-    result as content parts (AG-UI 1.0; a 0.0.x client takes text only, and the next request
-    must hold what the client will send back)."""
+    it resumes with), the most rounds of server calls in one run, how calls that wait for a
+    person are signed and checked (``None``: a secret of the loop's own, so that no call under
+    approval ever runs unapproved), and whether the client takes a result as content parts
+    (AG-UI 1.0; a 0.0.x client takes text only, and the next request must hold what the
+    client will send back). One per run."""
 
     tools: ServerTools
     build: Callable[[Sequence[Message]], dict[str, Any]]
@@ -108,6 +108,10 @@ class ToolLoop:
     max_rounds: int = 16
     approvals: Approvals | None = None
     parts: bool = True
+    #: What the run added to the conversation (each batch its turns and tools wrote): the next
+    #: request is built from the input's messages and these. The loop's, made with it: a run
+    #: with no loop makes none.
+    transcript: Transcript = field(default_factory=Transcript)
 
 
 def run_agent(
@@ -240,7 +244,6 @@ async def _run(
             await progress.fail(out, exc)
             return
         prepare = None  # called once: not held for the rest of the run
-    transcript = Transcript()
     rounds = 0
     approvals = None
     if loop is not None:
@@ -259,13 +262,13 @@ async def _run(
             try:
                 async with aclosing(resumed) as results:
                     async for result in results:
-                        transcript.add([result])
+                        loop.transcript.add([result])
                         await _send(out, with_after(result))
             except ApprovalStoreError as exc:  # no approved call ran
                 await progress.fail(out, exc)
                 return
             progress.close(out)
-            next_body = _next_body(loop, transcript)
+            next_body = _next_body(loop)
             if isinstance(next_body, BridgeError):
                 await progress.fail(out, next_body)
                 return
@@ -278,7 +281,7 @@ async def _run(
         turn = Turn(body, upstream, options, api, run_input.run_id, observe)
         # At once: the wait for the model shows.
         await _send(out, [progress.start(MODEL_STEP), *predicted])
-        await turn.run(out if loop is None else _Kept(out, transcript))
+        await turn.run(out if loop is None else _Kept(out, loop.transcript))
         outcome = turn.outcome
         if outcome.usage is not None:  # a turn that failed may have reported it before
             progress.usage.append(outcome.usage)
@@ -286,7 +289,7 @@ async def _run(
             await progress.fail(out, turn.error)
             return
         ids = outcome.tool_call_ids
-        calls = transcript.calls(ids) if loop is not None else []
+        calls = loop.transcript.calls(ids) if loop is not None else []
         served = [call for call in calls if call.function.name in loop.tools] if loop else []
         if not served:
             observe.tool_calls_left(outcome.tool_call_names, "handed_off")
@@ -308,7 +311,7 @@ async def _run(
         await out.flush()  # the turn's last read made the calls' ends: they go first
         async with aclosing(loop.tools.run(runnable, observe, parts=loop.parts)) as results:
             async for result in results:
-                transcript.add([result])
+                loop.transcript.add([result])
                 await _send(out, with_after(result))
         unaskable = await approvals.unaskable(waiting, loop.tools)  # the model reads why
         refused_calls = [call for call in waiting if call.id in unaskable]
@@ -317,7 +320,7 @@ async def _run(
         for call in refused_calls:
             observe.tool_calls_left([call.function.name], "error")
             refused = await loop.tools.answer(call.id, unaskable[call.id])
-            transcript.add([refused])
+            loop.transcript.add([refused])
             await _send(out, [refused])
         progress.close(out)
         waiting = [call for call in waiting if call.id not in unaskable]
@@ -332,20 +335,20 @@ async def _run(
             pending = [call.id for call in frontend]
             await progress.end(out, _finished(run_input, outcome, progress.usage, pending))
             return
-        next_body = _next_body(loop, transcript)
+        next_body = _next_body(loop)
         if isinstance(next_body, BridgeError):
             await progress.fail(out, next_body)
             return
         body = next_body
 
 
-def _next_body(loop: ToolLoop, transcript: Transcript) -> dict[str, Any] | BridgeError:
+def _next_body(loop: ToolLoop) -> dict[str, Any] | BridgeError:
     """The next request: the client's messages and the run's since; else the error that ends
     the run: the builder's own (a tool's result holds what the upstream's API cannot carry),
     or ``internal_error`` (a bug of ours, logged)."""
     # A call this run answered has its result here: a tool message the client holds for it (a
     # question's answer, as CopilotKit adds it) does not go up beside it.
-    added = transcript.messages
+    added = loop.transcript.messages
     fresh = {m.tool_call_id for m in added if isinstance(m, ToolMessage)}
     earlier = [
         m
