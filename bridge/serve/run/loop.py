@@ -42,7 +42,7 @@ from bridge.serve.observe.observation import RunObservation, Telemetry
 from bridge.serve.run.output import RUN_ENDS, RunOutput, UnencodableEventError
 from bridge.serve.run.resume import Approvals, resumed_results
 from bridge.serve.run.steps import MODEL_STEP, RunProgress, tools_step
-from bridge.serve.run.transcript import Transcript
+from bridge.serve.run.transcript import KeptOutput, Transcript
 from bridge.serve.run.turn import Turn
 from bridge.serve.tools.approvals import InterruptError, InterruptInvalidError, new_secret
 from bridge.serve.tools.asking import take_answers
@@ -281,7 +281,7 @@ async def _run(
         turn = Turn(body, upstream, options, api, run_input.run_id, observe)
         # At once: the wait for the model shows.
         await _send(out, [progress.start(MODEL_STEP), *predicted])
-        await turn.run(out if loop is None else _Kept(out, loop.transcript))
+        await turn.run(out if loop is None else KeptOutput(out, loop.transcript))
         outcome = turn.outcome
         if outcome.usage is not None:  # a turn that failed may have reported it before
             progress.usage.append(outcome.usage)
@@ -362,21 +362,6 @@ def _next_body(loop: ToolLoop) -> dict[str, Any] | BridgeError:
     except Exception:
         logger.exception("run %s: the next request could not be built", loop.run_input.run_id)
         return _failed()
-
-
-class _Kept:
-    """A run's output that keeps each batch in the run's transcript too (the tool loop builds
-    the next request from it)."""
-
-    __slots__ = ("_out", "_transcript", "flush")
-
-    def __init__(self, out: RunOutput, transcript: Transcript) -> None:
-        self._out, self._transcript = out, transcript
-        self.flush = out.flush
-
-    def write(self, batch: Sequence[BaseEvent]) -> None:
-        self._transcript.add(batch)
-        self._out.write(batch)
 
 
 async def _send(out: RunOutput, batch: Sequence[BaseEvent]) -> None:

@@ -4,12 +4,13 @@ under its ``parentMessageId``), tool messages from ``TOOL_CALL_RESULT``.
 
 The tool loop sends them back upstream through the same history builder as the next run's
 ``messages``, so the model sees this run's turns exactly as it will see them in the next run
-(the same bytes: the server's prefix cache keeps working).
+(the same bytes: the server's prefix cache keeps working). ``KeptOutput``: a run's output
+that keeps every batch in its transcript on the way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ag_ui.core import (
     AssistantMessage,
@@ -28,6 +29,8 @@ from ag_ui.core import (
     ToolCallStartEvent,
     ToolMessage,
 )
+
+from bridge.serve.run.output import RunOutput
 
 
 class Transcript:
@@ -111,3 +114,18 @@ class Transcript:
     def _append(self, message: Message) -> None:
         self._messages.append(message)
         self._by_id[message.id] = message
+
+
+class KeptOutput:
+    """A run's output that keeps each batch in the run's transcript too (the tool loop builds
+    the next request from it)."""
+
+    __slots__ = ("_out", "_transcript", "flush")
+
+    def __init__(self, out: RunOutput, transcript: Transcript) -> None:
+        self._out, self._transcript = out, transcript
+        self.flush = out.flush
+
+    def write(self, batch: Sequence[BaseEvent]) -> None:
+        self._transcript.add(batch)
+        self._out.write(batch)

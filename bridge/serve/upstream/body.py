@@ -1,6 +1,8 @@
 """A streamed answer's body as the read loop takes it, and the idle timeout of a body read from
 aiohttp's own buffer: one watch for all of them instead of a timer re-armed on every read; and
-an answer read whole, within a size (``read_whole``); a response closed (``close_response``).
+an answer read whole, within a size (``read_whole``), and one that came whole where a stream
+was asked for (``whole_answer``); a stream's charset (``charset_of``); a response closed
+(``close_response``).
 
 Private names read here, of versions pinned in pyproject and checked by
 ``tests/test_read_path.py`` (a change makes it fail, not go slow): httpx's
@@ -11,10 +13,11 @@ httpx-aiohttp's ``AiohttpResponseStream._aiohttp_response``.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import httpx
@@ -22,6 +25,7 @@ from httpx._client import BoundAsyncStream
 from httpx_aiohttp.transport import AiohttpResponseStream
 
 from bridge.core.errors import UpstreamProtocolError
+from bridge.serve.upstream.parse import parse_json
 from bridge.serve.upstream.transport import YieldingStream
 
 #: What the read an ``IdleWatch`` fails raises: aiohttp's timeout (read as one), said as ours.
@@ -194,3 +198,33 @@ async def close_response(response: httpx.Response) -> None:
         await response.aclose()
     finally:
         response.stream = _CLOSED
+
+
+def charset_of(response: httpx.Response) -> str | None:
+    """The charset an event stream names when it is a known one other than UTF-8 (SSE's own,
+    which needs no decoding: orjson reads the bytes)."""
+    try:
+        name = codecs.lookup(response.charset_encoding or "utf-8").name
+    except LookupError:
+        return None
+    return None if name == "utf-8" else name
+
+
+async def whole_answer(response: httpx.Response, content_type: str, limit: int) -> dict[str, Any]:
+    """A server that answers the streaming request with one JSON body (some do when tools are
+    given): the translator reads a whole ``chat.completion`` (or ``response``) like a chunk, up
+    to ``limit`` bytes as a line of a stream."""
+    if "json" not in content_type:
+        raise UpstreamProtocolError(
+            f"the upstream answered with {content_type or 'no content type'!r}, not an event stream"
+        )
+    raw = await read_whole(
+        response, limit, f"{response.request.method} {response.request.url.path}"
+    )
+    try:
+        data = parse_json(raw)
+    except ValueError as exc:
+        raise UpstreamProtocolError("the upstream answered with JSON that does not parse") from exc
+    if not isinstance(data, dict):
+        raise UpstreamProtocolError("the upstream answered with JSON that is not an object")
+    return data

@@ -6,7 +6,6 @@ what failed before the answer began. Every httpx failure becomes the bridge's er
 from __future__ import annotations
 
 import asyncio
-import codecs
 import json
 import random
 import time
@@ -21,7 +20,14 @@ import orjson
 from bridge.config import BridgeConfig
 from bridge.core.errors import BridgeError, UpstreamProtocolError, UpstreamTimeoutError
 from bridge.serve.observe.observation import TurnObservation
-from bridge.serve.upstream.body import Body, IdleWatch, close_response, read_whole
+from bridge.serve.upstream.body import (
+    Body,
+    IdleWatch,
+    charset_of,
+    close_response,
+    read_whole,
+    whole_answer,
+)
 from bridge.serve.upstream.failures import UpstreamFailures
 from bridge.serve.upstream.parse import parse_json
 from bridge.serve.upstream.recording import REQUEST_BODY
@@ -129,14 +135,14 @@ class UpstreamClient:
         content_type = response.headers.get("content-type", "")
         if "text/event-stream" not in content_type:
             try:
-                take(await _whole(response, content_type, self._config.max_line_bytes))
+                take(await whole_answer(response, content_type, self._config.max_line_bytes))
             except TRANSPORT_ERRORS as exc:
                 raise self._failures.translate(exc) from exc
             finally:
                 await close_response(response)
             return
         chat = path == "/chat/completions"
-        charset = _charset(response)
+        charset = charset_of(response)
         reader = SseReader(self._config.max_line_bytes)
         clock = time.monotonic
         # The body closes the response from here on. Read from aiohttp's buffer, it lets
@@ -364,36 +370,6 @@ class UpstreamClient:
             return parse_json(raw)
         except ValueError:
             return None
-
-
-def _charset(response: httpx.Response) -> str | None:
-    """The charset an event stream names when it is a known one other than UTF-8 (SSE's own,
-    which needs no decoding: orjson reads the bytes)."""
-    try:
-        name = codecs.lookup(response.charset_encoding or "utf-8").name
-    except LookupError:
-        return None
-    return None if name == "utf-8" else name
-
-
-async def _whole(response: httpx.Response, content_type: str, limit: int) -> dict[str, Any]:
-    """A server that answers the streaming request with one JSON body (some do when tools are
-    given): the translator reads a whole ``chat.completion`` (or ``response``) like a chunk, up
-    to ``limit`` bytes as a line of a stream."""
-    if "json" not in content_type:
-        raise UpstreamProtocolError(
-            f"the upstream answered with {content_type or 'no content type'!r}, not an event stream"
-        )
-    raw = await read_whole(
-        response, limit, f"{response.request.method} {response.request.url.path}"
-    )
-    try:
-        data = parse_json(raw)
-    except ValueError as exc:
-        raise UpstreamProtocolError("the upstream answered with JSON that does not parse") from exc
-    if not isinstance(data, dict):
-        raise UpstreamProtocolError("the upstream answered with JSON that is not an object")
-    return data
 
 
 _JSON = {"Content-Type": "application/json"}
