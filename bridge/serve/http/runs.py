@@ -80,16 +80,13 @@ async def run(bridge: Bridge, request: Request) -> Response:
         )
     writer = FrameWriter(bridge.redactor, protocol)
     recorder = bridge.recorder
-    # Held by the stream only while the run needs them: with no server tools, the tool loop
-    # and its request builders go once the first request is prepared (about 1 KiB an open
-    # stream; the run lets go of ``prepare`` after its one call).
-    tool_loop = loop if bridge.tools else None
-    once = [prepare]
     # What the run reads of its input: its ids and what it resumes, not the conversation
     # (validated, the biggest thing a stream would hold for its life; the upstream body has it
-    # still), which only the tool loop, when there is one, reads.
+    # still), which only the tool loop, when there is one, reads. The closures below are let
+    # go of once they made the run's coroutine (``EventStreamResponse``, ``LiveRun``): what
+    # they hold (the tool loop, its request builders, ``prepare``) is the run's only while the
+    # run holds it.
     ran = RunIds.of(run_input)
-    recording = run_input if recorder is not None else None
 
     def run_into(out: _Frames) -> Awaitable[None]:
         return run_agent(
@@ -99,21 +96,21 @@ async def run(bridge: Bridge, request: Request) -> Response:
             config.translate_for(body["model"]),
             out,
             api=config.upstream_api,
-            loop=tool_loop,
+            loop=loop if bridge.tools else None,
             observe=observe,
-            prepare=once.pop(),
+            prepare=prepare,
             state=state,
             predict_state=config.predict_state,
         )
 
     async def produce_recorded(sink: Sink) -> None:
-        assert recorder is not None and recording is not None
-        recorded = await recorded_input(recording)
-        with recorder.run(recording, recorded) as record:  # its frames recorded as they go out
+        assert recorder is not None
+        recorded = await recorded_input(run_input)
+        with recorder.run(run_input, recorded) as record:  # its frames recorded as they go out
             await run_into(_Frames(sink, writer, observe, record))
 
     def produce(sink: Sink) -> Awaitable[None]:
-        if recorder is None or recording is None:
+        if recorder is None:
             return run_into(_Frames(sink, writer, observe))  # the run's coroutine, none around it
         return produce_recorded(sink)
 

@@ -139,12 +139,12 @@ class EventStreamResponse(Response):
         self._streams = streams
         self._stop_frame = stop_frame
         self._on_close = on_close
-        self._pump_task: asyncio.Task[None] | None = None
+        self._making: asyncio.Task[None] | None = None  # the request's task, while it makes frames
         self._stopped = False
         self._sink: FrameSink | None = None
         self._keeping_alive: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None  # the disconnect watch's or a keep-alive's
-        self._ending = False  # the frames' making cancelled by ``_end_pump``
+        self._ending = False  # the frames' making cancelled by ``_end_frames``
         self._receive: Receive | None = None
         self._watcher: asyncio.Future[Message] | None = None  # the wait for the client's next
         self._last = 0  # the bytes of the stream's last frame (a shutdown's)
@@ -162,12 +162,12 @@ class EventStreamResponse(Response):
         # the app's ``OpenStreams`` (plain asyncio tasks: an anyio task group's cancel leaves
         # each of its tasks' CancelledError in a reference cycle, for the garbage collector).
         # What ends the stream early cancels this task while it makes the frames
-        # (``_end_pump``), and the cancel is taken back here.
+        # (``_end_frames``), and the cancel is taken back here.
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             send = scope.get(SERVER_SEND, send)
             sink = self._sink = FrameSink(send)
-            task = self._pump_task = asyncio.current_task()
+            task = self._making = asyncio.current_task()
             self._receive = receive
             self._watch()
             self._streams.join(self)
@@ -187,7 +187,7 @@ class EventStreamResponse(Response):
             except Exception as exc:
                 failure = exc
             finally:
-                self._pump_task = None
+                self._making = None
                 self._streams.leave(self)
                 if self._watcher is not None:
                     self._watcher.cancel()
@@ -240,12 +240,12 @@ class EventStreamResponse(Response):
         else:
             self.client_gone = True
         self._watcher = None
-        self._end_pump()
+        self._end_frames()
 
     def stop(self) -> None:
         """End the stream now, with its stop frame (a shutdown)."""
         self._stopped = True
-        self._end_pump()
+        self._end_frames()
 
     def keep_alive(self) -> None:
         """Send a keep-alive comment (``OpenStreams``: nothing was written for an interval),
@@ -260,14 +260,14 @@ class EventStreamResponse(Response):
             await self._sink.keep_alive()
         except Exception as exc:  # the client's socket failed: the stream ends on it
             self._failure = self._failure or exc
-            self._end_pump()
+            self._end_frames()
 
-    def _end_pump(self) -> None:
+    def _end_frames(self) -> None:
         """Cancel the frames' making (the request's task, while it makes them), once. Directly,
         not through a task group's cancel: anyio cancels a task only when it finds it waiting
         on a future not yet done, and an upstream that always has more data (read from
         aiohttp's buffer, whose every wait the network ends before anyio looks) kept it
         reading for nobody."""
-        if self._pump_task is not None and not self._ending:
+        if self._making is not None and not self._ending:
             self._ending = True
-            self._pump_task.cancel()
+            self._making.cancel()

@@ -341,7 +341,9 @@ class LiveRun:
     ) -> None:
         try:
             async with asyncio.timeout(limit):
-                await run()
+                made = run()
+                del run  # what made the run (its request's closures) is not held for its life
+                await made
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if self.cancel_reason is None or task is None:
