@@ -213,6 +213,7 @@ def _held_for_open_streams() -> dict[str, Any]:
     client's requests, to the bridge, aside), and the upstream read's last chunk, per stream."""
     import gc
 
+    import aiohttp
     from ag_ui.core import RunAgentInput
 
     from bridge.serve.run.loop import ToolLoop
@@ -223,7 +224,10 @@ def _held_for_open_streams() -> dict[str, Any]:
     gc.collect()
     counts = {"httpx.Request": 0, "httpx.Response": 0, "ToolLoop": 0, "conversation": 0}
     counts["producer"] = 0  # a response still holding what made its frames' coroutine
+    agents: set[int] = set()  # the user-agent values the open answers' requests hold
     for thing in gc.get_objects():
+        if isinstance(thing, aiohttp.ClientResponse) and not thing.closed:
+            agents |= {id(v) for k, v in thing.request_info.headers.items() if k == "User-Agent"}
         if isinstance(thing, httpx.Request) and upstream(thing):
             counts["httpx.Request"] += 1
         elif isinstance(thing, httpx.Response) and upstream(thing.request):
@@ -239,16 +243,19 @@ def _held_for_open_streams() -> dict[str, Any]:
         for coro in _coroutines(task):
             if coro.cr_code.co_name == "stream_into":
                 reads.append({k: coro.cr_frame.f_locals.get(k) for k in ("item", "data", "piece")})
-    return {**counts, "reads": reads}
+    return {**counts, "reads": reads, "user-agents": len(agents)}
 
 
 @pytest.mark.anyio
-async def test_an_open_stream_holds_no_httpx_message_tool_loop_input_nor_last_chunk() -> None:
+async def test_an_open_stream_holds_no_httpx_message_tool_loop_input_last_chunk_nor_own_headers() -> (
+    None
+):
     """While the upstream is silent after its first chunk, each open stream holds aiohttp's
     answer alone (not httpx's request and response over it); when the bridge has no server
     tools, no tool loop (its request builders went with the first request) and no validated
     conversation (the run keeps its input's ids); and not the chunk it read last while it
-    waits for the next."""
+    waits for the next; and the headers every request repeats made once, not once a stream
+    (aiohttp's answer holds its request's headers for its life)."""
     with _silent_bridge() as (app, url):
         # What the process holds already (earlier tests' objects, in the same process).
         before = app.call(_held_for_open_streams)
@@ -263,3 +270,4 @@ async def test_an_open_stream_holds_no_httpx_message_tool_loop_input_nor_last_ch
     kept = ("httpx.Request", "httpx.Response", "ToolLoop", "conversation", "producer")
     assert [held[name] - before[name] <= 0 for name in kept] == [True] * len(kept), held
     assert all(read == {"item": None, "data": b"", "piece": b""} for read in held["reads"]), held
+    assert held["user-agents"] == 1, held  # one per stream: 12

@@ -15,6 +15,7 @@ import pytest
 
 from bridge.serve.http.app import create_app
 from bridge.serve.upstream.client import UpstreamClient
+from bridge.serve.upstream.sessions import AiohttpHeaders
 from bridge.serve.upstream.transport import AiohttpClient, failure_kind
 from servers import forward_proxy, post, run_input, scripted_config, scripted_stack, serve
 
@@ -94,3 +95,36 @@ def test_the_proxy_environment_is_honoured(transport: str, monkeypatch: pytest.M
             frames = post(f"{bridge}/", run_input())
     assert frames[-1]["type"] == "RUN_FINISHED"
     assert any(line.startswith(f"POST {stack.upstream_url}/v1/chat/completions") for line in seen)
+
+
+def test_headers_go_to_aiohttp_as_sent_each_repeated_one_made_once() -> None:
+    """Issue 44: aiohttp's answer holds its request's headers for the stream's life, so what
+    every request repeats is made once (names as aiohttp's own ``istr``); credentials, lengths
+    and trace context are made per request and never kept; repeated names stay separate."""
+    from multidict import istr
+
+    sent = [
+        ("User-Agent", "agui-bridge"),
+        ("Authorization", "Bearer sk-1"),
+        ("X-Tag", "a"),
+        ("x-tag", "b"),
+        ("Content-Length", "12"),
+        ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+    ]
+    headers = AiohttpHeaders()
+    first, second = headers.of(httpx.Headers(sent)), headers.of(httpx.Headers(sent))
+    assert list(first.items()) == sent == list(second.items())
+    assert all(type(name) is istr for name in first)
+    assert first["User-Agent"] is second["User-Agent"]
+    assert [first.getall("X-Tag")[i] is second.getall("X-Tag")[i] for i in (0, 1)] == [True] * 2
+    alone = ("Authorization", "Content-Length", "traceparent")
+    assert [first[name] is second[name] for name in alone] == [False] * 3
+    assert not any(value in {"Bearer sk-1", "12"} for _, value in headers._pairs.values())
+
+
+def test_a_callers_own_header_values_cannot_grow_what_is_kept() -> None:
+    headers = AiohttpHeaders()
+    for i in range(3 * AiohttpHeaders.LIMIT + 7):
+        headers.of(httpx.Headers({f"X-Name-{i}": str(i)}))
+        assert len(headers._pairs) <= AiohttpHeaders.LIMIT
+        assert len(headers._names) <= AiohttpHeaders.LIMIT

@@ -8,11 +8,12 @@ own error classification, and reads a streamed body from aiohttp's buffer (``Bod
 ``--upstream-transport httpx`` goes back to httpx's transport.
 
 What this module adds to ``httpx-aiohttp``: a streamed body read as it arrives, the event loop
-let in while it reads (``Body``, ``LoopTurns``); aiohttp's connection cap lifted as httpx's
+let in while it reads (``Body``, ``LoopTurns``); the same transport for proxies from the
+environment; and ``failure_kind``, which reads what failed from the transport's own exception
+(httpx-aiohttp maps some aiohttp errors to httpx's coarsely: a refused connection becomes
+``ConnectTimeout``). The aiohttp session under it, with aiohttp's connection cap lifted as httpx's
 ``max_connections=None`` asks (aiohttp's default caps at 100 connections, which would queue the
-101st stream), the same transport for proxies from the environment, and ``failure_kind``, which
-reads what failed from the transport's own exception (httpx-aiohttp maps some aiohttp errors to
-httpx's coarsely: a refused connection becomes ``ConnectTimeout``).
+101st stream), is ``bridge.serve.upstream.sessions``.
 
 Both transports, aiohttp's and httpx's own, send a request again at once on a new connection when
 a pooled one fails it before any answer: llama.cpp's ``llama-server`` closes its connection after
@@ -32,16 +33,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
-from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, ClassVar, Literal, Protocol
 
 import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from bridge.config import UpstreamTransport
+from bridge.serve.upstream.sessions import USE, ConnectionUse, Sessions
 
 FailureKind = Literal["connect_timeout", "read_timeout", "connect", "closed", "other"]
 """What went wrong on the wire: not connected in time, silent too long, could not connect, the
@@ -69,20 +67,6 @@ class Resends(Protocol):
     def resent(self) -> None: ...
 
 
-@dataclass
-class _ConnectionUse:
-    """Which connection one attempt at a request went out on, as the transport's trace hooks
-    tell: they run in the request's task, and find it in ``_CONNECTION_USE``."""
-
-    dialled: bool = False  # a new connection was made for it
-    reused: bool = False  # it went out on a connection from the pool
-
-
-_CONNECTION_USE: ContextVar[_ConnectionUse | None] = ContextVar(
-    "agui_bridge_connection_use", default=None
-)
-
-
 async def _resent_if_stale(
     send: Callable[[httpx.Request], Awaitable[httpx.Response]],
     send_anew: Callable[[httpx.Request], Awaitable[httpx.Response]],
@@ -92,8 +76,9 @@ async def _resent_if_stale(
     once on a connection made for it (``send_anew``), while the run has resends left (see the
     module docstring). A new connection that fails is the caller's to retry or report, as is a
     body that cannot be sent twice (a stream)."""
-    use = _ConnectionUse()
-    token = _CONNECTION_USE.set(use)
+    use = ConnectionUse()
+    # aiohttp's hooks find it as USE; httpcore calls its ``trace`` (a caller's own trace wins)
+    request.extensions = {"trace": use.trace, **request.extensions, USE: use}
     try:
         return await send(request)
     except TRANSPORT_ERRORS as exc:
@@ -105,8 +90,6 @@ async def _resent_if_stale(
             raise
         if counted is not None:
             counted.resent()
-    finally:
-        _CONNECTION_USE.reset(token)
     return await send_anew(request)
 
 
@@ -118,59 +101,9 @@ def _in_memory(request: httpx.Request) -> bool:
     return True
 
 
-def _connection_trace() -> aiohttp.TraceConfig:
-    """aiohttp's hooks: a connection taken from the pool, or one being made."""
-
-    async def reused(_: aiohttp.ClientSession, __: SimpleNamespace, ___: object) -> None:
-        if (use := _CONNECTION_USE.get()) is not None:
-            use.reused = True
-
-    async def dialled(_: aiohttp.ClientSession, __: SimpleNamespace, ___: object) -> None:
-        if (use := _CONNECTION_USE.get()) is not None:
-            use.dialled, use.reused = True, False
-
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_reuseconn.append(reused)
-    trace.on_connection_create_start.append(dialled)
-    return trace
-
-
-async def _httpcore_trace(event: str, info: dict[str, Any]) -> None:
-    """httpcore's ``trace`` extension: the request's head goes out on a pooled connection unless
-    a connection was made for it first (``connection.connect_tcp``; ``socks.…`` through a SOCKS
-    proxy; a tunnel's CONNECT is sent on the connection just made)."""
-    use = _CONNECTION_USE.get()
-    if use is None:
-        return
-    if event.endswith((".connect_tcp.started", ".connect_unix_socket.started")):
-        use.dialled = True
-    elif event.endswith(".send_request_headers.started"):
-        use.reused = not use.dialled
-
-
 #: The settings of a transport's twin for resends: no connection kept (each request makes its
 #: own, closed after its answer).
 _NONE_KEPT = httpx.Limits(max_connections=None, max_keepalive_connections=0)
-
-
-class _AiohttpSessions(AiohttpTransport):
-    """httpx-aiohttp's transport on a session of ours (see ``_AiohttpTransport``)."""
-
-    def get_client(self) -> aiohttp.ClientSession:
-        # No connection kept: aiohttp's force_close (which refuses a keep-alive timeout).
-        keep = {"keepalive_timeout": self.limits.keepalive_expiry}
-        if self.limits.max_keepalive_connections == 0:
-            keep = {"force_close": True}
-        connector = aiohttp.TCPConnector(
-            limit=self.limits.max_connections or 0,  # 0: no cap, as httpx's None
-            ssl=self.ssl_context,
-            **keep,  # type: ignore[arg-type]
-        )
-        # aiohttp stops reading a response when its buffer passes twice this: 64 KiB held per
-        # stream at most, as httpx's transport holds (a slow client slows the upstream).
-        return aiohttp.ClientSession(
-            connector=connector, read_bufsize=32 * 1024, trace_configs=[_connection_trace()]
-        )
 
 
 class _Resending(httpx.AsyncBaseTransport):
@@ -198,16 +131,12 @@ class _Resending(httpx.AsyncBaseTransport):
             await self._anew.aclose()
 
 
-class _AiohttpTransport(_Resending, _AiohttpSessions):
-    plain = _AiohttpSessions
+class _AiohttpTransport(_Resending, Sessions):
+    plain = Sessions
 
 
 class _HttpcoreTransport(_Resending, httpx.AsyncHTTPTransport):
     plain = httpx.AsyncHTTPTransport
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        request.extensions = {"trace": _httpcore_trace, **request.extensions}  # a caller's wins
-        return await super().handle_async_request(request)
 
 
 class _PooledClient(httpx.AsyncClient):
