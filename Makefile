@@ -84,8 +84,17 @@ COV ?= 0
 ifeq ($(COV),1)
 PYTEST_COV := --cov --cov-report=term:skip-covered
 endif
+# The suite runs on WORKERS processes (pytest-xdist): a test file on one worker, the Chromium
+# files in turn on one, the live files on one (tests/conftest.py); most tests wait on servers,
+# so more workers than cores pays. WORKERS=0 runs it in this one process.
+WORKERS ?= 3
+ifeq ($(WORKERS),0)
+PYTEST_WORKERS :=
+else
+PYTEST_WORKERS := -n $(WORKERS) --dist loadgroup
+endif
 pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP) $(LIVE_BED)
-	$(BIN)/pytest $(PYTEST_COV)
+	$(BIN)/pytest $(PYTEST_WORKERS) $(PYTEST_COV)
 
 coverage:
 	$(MAKE) pytest COV=1
