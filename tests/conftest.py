@@ -19,6 +19,7 @@ CHROMIUM = frozenset(
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``pytest -n N --dist loadgroup`` (``make test``): a file's tests run on one worker
     (its module fixtures, servers and builds made once), the Chromium files on one worker in
