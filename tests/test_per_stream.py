@@ -168,14 +168,17 @@ def _chain(task: asyncio.Task[Any]) -> list[str]:
 
 def _request_chains() -> list[list[str]]:
     chains = [_chain(task) for task in asyncio.all_tasks()]
-    return [chain for chain in chains if any("_Runs.__call__" in name for name in chain)]
+    return [
+        chain for chain in chains if any("EventStreamResponse.__call__" in name for name in chain)
+    ]
 
 
 @pytest.mark.anyio
-async def test_a_runs_request_waits_in_no_starlette_layer() -> None:
+async def test_a_runs_request_waits_in_no_starlette_layer_and_five_frames_of_ours() -> None:
     """With no middleware, a run's request goes straight to its route: the task that waits
     for the whole stream holds none of Starlette's error and exception middleware's and
-    router's frames."""
+    router's frames, and five of the bridge's (the app, the response, the run, its turn, the
+    read), each resumed at every token."""
     with _silent_bridge() as (app, url):
         async with httpx.AsyncClient(timeout=30) as client:
             streams = _Streams(url, client)
@@ -186,6 +189,14 @@ async def test_a_runs_request_waits_in_no_starlette_layer() -> None:
             await streams.close()
     assert len(chains) == 1
     assert not [name for name in chains[0] if name.startswith("starlette.")], chains[0]
+    # And in no more frames of the bridge's than it needs: each is resumed at every token.
+    assert [name for name in chains[0] if name.startswith("bridge.")] == [
+        "bridge.serve.http.app.BridgeApp.__call__",
+        "bridge.serve.http.stream.EventStreamResponse.__call__",
+        "bridge.serve.run.loop._run",
+        "bridge.serve.run.turn.Turn.run",
+        "bridge.serve.upstream.client.UpstreamClient.stream_into",
+    ]
 
 
 def test_a_run_that_fails_unexpectedly_is_answered_500(monkeypatch: pytest.MonkeyPatch) -> None:

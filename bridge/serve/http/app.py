@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Match, Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from bridge.config import BridgeConfig
 from bridge.serve.http.bridge import Bridge
@@ -93,10 +93,10 @@ class _Runs:
     whole stream, each open stream)."""
 
     def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
+        self.bridge = bridge
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await run(self._bridge, Request(scope, receive, send))
+        response = await run(self.bridge, Request(scope, receive, send))
         await response(scope, receive, send)
 
 
@@ -119,14 +119,18 @@ class BridgeApp(Starlette):
             return
         scope[SERVER_SEND] = send
         try:
-            app = self._run_directly(scope) or super().__call__
-            await app(scope, receive, send)
+            runs = self._run_directly(scope)
+            if runs is None:
+                await super().__call__(scope, receive, send)
+            else:  # what ``runs`` does, here: one frame fewer for the stream's life
+                response = await run(runs.bridge, Request(scope, receive, send))
+                await response(scope, receive, send)
         finally:
             # The server's send is its request's bound method: left in the scope, the request
             # would hold itself (a cycle for the garbage collector, each request).
             scope.pop(SERVER_SEND, None)
 
-    def _run_directly(self, scope: Scope) -> ASGIApp | None:
+    def _run_directly(self, scope: Scope) -> _Runs | None:
         """The run route's app, when the request is a run and the app has no middleware at
         all: straight to it, not through Starlette's error and exception middleware and
         router, whose frames and closures each open stream would hold for its life (what it
@@ -140,7 +144,9 @@ class BridgeApp(Starlette):
             return None
         scope.update(child_scope, app=self, route=route)
         scope.setdefault("router", self.router)
-        return route.app
+        runs = route.app
+        assert isinstance(runs, _Runs)
+        return runs
 
 
 def mount(path: str, app: Starlette) -> list[BaseRoute]:

@@ -148,10 +148,8 @@ def run_agent(
     progress = RunProgress(run_input.run_id)
     args = (run_input, body, upstream, options, api, loop, observe, prepare, predict_state)
     if state is None:  # a run without a state to edit pays nothing for it per chunk
-        return _to_its_end(_run(out, progress, *args), run_input, observe, progress, out, out)
-    kept = _WithState(out, state)
-    run = _run(kept, progress, *args)
-    return _to_its_end(run, run_input, observe, progress, kept, out, state)
+        return _run(out, out, None, progress, *args)
+    return _run(_WithState(out, state), out, state, progress, *args)
 
 
 def run_started(run_input: RunHead) -> RunStartedEvent:
@@ -163,43 +161,6 @@ def run_started(run_input: RunHead) -> RunStartedEvent:
         parent_run_id=run_input.parent_run_id,
         protocol_version=PROTOCOL_VERSION,  # as every run's (the 0.0 lines get it left out)
     )
-
-
-async def _to_its_end(
-    run: Awaitable[None],
-    run_input: RunHead,
-    observe: RunObservation,
-    progress: RunProgress,
-    out: RunOutput,
-    bare: RunOutput,
-    state: RunState | None = None,
-) -> None:
-    """The run, ended with RUN_ERROR whatever fails before its end went out: a batch ``out``
-    could not encode (``unencodable_event``), a bug of ours outside a model turn, which ends
-    its own (``internal_error``, the traceback in the log); its open step finished first
-    (``progress``). After the state's snapshot when the run changed it, else (the snapshot is
-    what failed) alone, by ``bare``, the output under the snapshot's. ``state``: where its
-    update_state calls find it."""
-    token = RUN_STATE.set(state) if state is not None else None
-    try:
-        await run
-    except Exception as exc:
-        if observe.outcome != "cancelled":  # its end went out: nothing may follow it
-            raise
-        if isinstance(exc, UnencodableEventError):
-            error: BridgeError = exc
-        else:
-            logger.exception("run %s failed", run_input.run_id)
-            error = _failed()
-        end = progress.error(error)
-        try:
-            await progress.end(out, end)
-        except UnencodableEventError:
-            await _send(bare, [end])
-    finally:
-        if token is not None:
-            with suppress(ValueError):  # ended in another context: the variable goes with it
-                RUN_STATE.reset(token)
 
 
 class _WithState:
@@ -218,6 +179,8 @@ class _WithState:
 
 async def _run(
     out: RunOutput,
+    bare: RunOutput,
+    state: RunState | None,
     progress: RunProgress,
     run_input: RunHead,
     body: dict[str, Any],
@@ -229,117 +192,150 @@ async def _run(
     prepare: Prepare | None,
     predict_state: Sequence[tuple[str, str, str]],
 ) -> None:
-    await _send(out, [run_started(run_input)])
-    # In each model step, before the model's words: CopilotKit's runtime reads it to stream
-    # the arguments, and forgets it at every step's start and end (@ag-ui/client's
-    # convertToLegacyEvents: a LangGraph node announces it in each step).
-    predicted: list[BaseEvent] = []
-    if predict_state:
-        value = [{"state_key": k, "tool": t, "tool_argument": a} for k, t, a in predict_state]
-        predicted.append(CustomEvent(name="PredictState", value=value))
-    if prepare is not None:
-        try:
-            body = await prepare(body)
-        except BridgeError as exc:  # what the server said refuses the input (an attachment)
-            await progress.fail(out, exc)
-            return
-        prepare = None  # called once: not held for the rest of the run
-    rounds = 0
-    approvals = None
-    if loop is not None:
-        approvals = loop.approvals or Approvals(secret=new_secret())
-        try:
-            decisions = approvals.decisions(loop.run_input, loop.tools.waits, loop.tools.asks)
-            await take_answers(decisions, loop.tools.question, approvals.claims)
-        except (InterruptError, ApprovalStoreError) as exc:  # nothing is run
-            await progress.fail(out, exc)
-            return
-        if decisions:  # the answers to the last run's interrupts: their calls' results first
-            resumed = resumed_results(
-                decisions, loop.tools, observe, approvals.claims, parts=loop.parts
-            )
-            out.write([progress.start(tools_step(d.call.function.name for d in decisions))])
+    """The run, ended with RUN_ERROR whatever fails before its end went out: a batch ``out``
+    could not encode (``unencodable_event``), a bug of ours outside a model turn, which ends
+    its own (``internal_error``, the traceback in the log); its open step finished first
+    (``progress``). After the state's snapshot when the run changed it, else (the snapshot is
+    what failed) alone, by ``bare``, the output under the snapshot's. ``state``: where its
+    update_state calls find it. One coroutine: each more is one more frame to resume a token."""
+    token = RUN_STATE.set(state) if state is not None else None
+    try:
+        await _send(out, [run_started(run_input)])
+        # In each model step, before the model's words: CopilotKit's runtime reads it to stream
+        # the arguments, and forgets it at every step's start and end (@ag-ui/client's
+        # convertToLegacyEvents: a LangGraph node announces it in each step).
+        predicted: list[BaseEvent] = []
+        if predict_state:
+            value = [{"state_key": k, "tool": t, "tool_argument": a} for k, t, a in predict_state]
+            predicted.append(CustomEvent(name="PredictState", value=value))
+        if prepare is not None:
             try:
-                async with aclosing(resumed) as results:
-                    async for result in results:
-                        loop.transcript.add([result])
-                        await _send(out, with_after(result))
-            except ApprovalStoreError as exc:  # no approved call ran
+                body = await prepare(body)
+            except BridgeError as exc:  # what the server said refuses the input (an attachment)
                 await progress.fail(out, exc)
                 return
+            prepare = None  # called once: not held for the rest of the run
+        rounds = 0
+        approvals = None
+        if loop is not None:
+            approvals = loop.approvals or Approvals(secret=new_secret())
+            try:
+                decisions = approvals.decisions(loop.run_input, loop.tools.waits, loop.tools.asks)
+                await take_answers(decisions, loop.tools.question, approvals.claims)
+            except (InterruptError, ApprovalStoreError) as exc:  # nothing is run
+                await progress.fail(out, exc)
+                return
+            if decisions:  # the answers to the last run's interrupts: their calls' results first
+                resumed = resumed_results(
+                    decisions, loop.tools, observe, approvals.claims, parts=loop.parts
+                )
+                out.write([progress.start(tools_step(d.call.function.name for d in decisions))])
+                try:
+                    async with aclosing(resumed) as results:
+                        async for result in results:
+                            loop.transcript.add([result])
+                            await _send(out, with_after(result))
+                except ApprovalStoreError as exc:  # no approved call ran
+                    await progress.fail(out, exc)
+                    return
+                progress.close(out)
+                next_body = _next_body(loop)
+                if isinstance(next_body, BridgeError):
+                    await progress.fail(out, next_body)
+                    return
+                body = next_body
+        elif run_input.resume:
+            no_interrupt = InterruptInvalidError(
+                "this bridge has no tool calls waiting for approval"
+            )
+            await progress.fail(out, no_interrupt)
+            return
+        while True:
+            turn = Turn(body, upstream, options, api, run_input.run_id, observe)
+            # At once: the wait for the model shows.
+            await _send(out, [progress.start(MODEL_STEP), *predicted])
+            await turn.run(out if loop is None else KeptOutput(out, loop.transcript))
+            outcome = turn.outcome
+            if outcome.usage is not None:  # a turn that failed may have reported it before
+                progress.usage.append(outcome.usage)
+            if turn.error is not None:
+                await progress.fail(out, turn.error)
+                return
+            ids = outcome.tool_call_ids
+            calls = loop.transcript.calls(ids) if loop is not None else []
+            served = [call for call in calls if call.function.name in loop.tools] if loop else []
+            if not served:
+                observe.tool_calls_left(outcome.tool_call_names, "handed_off")
+                await progress.end(out, _finished(run_input, outcome, progress.usage, ids))
+                return
+            assert loop is not None
+            if rounds == loop.max_rounds:
+                message = f"the model kept calling server tools: stopped after {rounds} rounds"
+                await progress.fail(out, ToolRoundsExceededError(message))
+                return
+            rounds += 1
+            assert approvals is not None
+            waiting = [call for call in served if loop.tools.waits(call.function.name)]
+            held = {call.id for call in waiting}
+            runnable = [call for call in served if call.id not in held]
             progress.close(out)
+            if runnable:
+                out.write([progress.start(tools_step(call.function.name for call in runnable))])
+            await out.flush()  # the turn's last read made the calls' ends: they go first
+            async with aclosing(loop.tools.run(runnable, observe, parts=loop.parts)) as results:
+                async for result in results:
+                    loop.transcript.add([result])
+                    await _send(out, with_after(result))
+            unaskable = await approvals.unaskable(waiting, loop.tools)  # the model reads why
+            refused_calls = [call for call in waiting if call.id in unaskable]
+            if refused_calls and not runnable:  # their answers are the round's
+                out.write(
+                    [progress.start(tools_step(call.function.name for call in refused_calls))]
+                )
+            for call in refused_calls:
+                observe.tool_calls_left([call.function.name], "error")
+                refused = await loop.tools.answer(call.id, unaskable[call.id])
+                loop.transcript.add([refused])
+                await _send(out, [refused])
+            progress.close(out)
+            waiting = [call for call in waiting if call.id not in unaskable]
+            frontend = [call for call in calls if call.function.name not in loop.tools]
+            observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
+            if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
+                observe.tool_calls_left(
+                    [call.function.name for call in waiting], "awaiting_approval"
+                )
+                interrupt = approvals.outcome(run_input.thread_id, waiting, loop.tools)
+                await progress.end(
+                    out, _finished(run_input, outcome, progress.usage, (), interrupt)
+                )
+                return
+            if frontend:  # the frontend runs its calls and comes back with a run of its own
+                pending = [call.id for call in frontend]
+                await progress.end(out, _finished(run_input, outcome, progress.usage, pending))
+                return
             next_body = _next_body(loop)
             if isinstance(next_body, BridgeError):
                 await progress.fail(out, next_body)
                 return
             body = next_body
-    elif run_input.resume:
-        error = InterruptInvalidError("this bridge has no tool calls waiting for approval")
-        await progress.fail(out, error)
-        return
-    while True:
-        turn = Turn(body, upstream, options, api, run_input.run_id, observe)
-        # At once: the wait for the model shows.
-        await _send(out, [progress.start(MODEL_STEP), *predicted])
-        await turn.run(out if loop is None else KeptOutput(out, loop.transcript))
-        outcome = turn.outcome
-        if outcome.usage is not None:  # a turn that failed may have reported it before
-            progress.usage.append(outcome.usage)
-        if turn.error is not None:
-            await progress.fail(out, turn.error)
-            return
-        ids = outcome.tool_call_ids
-        calls = loop.transcript.calls(ids) if loop is not None else []
-        served = [call for call in calls if call.function.name in loop.tools] if loop else []
-        if not served:
-            observe.tool_calls_left(outcome.tool_call_names, "handed_off")
-            await progress.end(out, _finished(run_input, outcome, progress.usage, ids))
-            return
-        assert loop is not None
-        if rounds == loop.max_rounds:
-            message = f"the model kept calling server tools: stopped after {rounds} rounds"
-            await progress.fail(out, ToolRoundsExceededError(message))
-            return
-        rounds += 1
-        assert approvals is not None
-        waiting = [call for call in served if loop.tools.waits(call.function.name)]
-        held = {call.id for call in waiting}
-        runnable = [call for call in served if call.id not in held]
-        progress.close(out)
-        if runnable:
-            out.write([progress.start(tools_step(call.function.name for call in runnable))])
-        await out.flush()  # the turn's last read made the calls' ends: they go first
-        async with aclosing(loop.tools.run(runnable, observe, parts=loop.parts)) as results:
-            async for result in results:
-                loop.transcript.add([result])
-                await _send(out, with_after(result))
-        unaskable = await approvals.unaskable(waiting, loop.tools)  # the model reads why
-        refused_calls = [call for call in waiting if call.id in unaskable]
-        if refused_calls and not runnable:  # their answers are the round's
-            out.write([progress.start(tools_step(call.function.name for call in refused_calls))])
-        for call in refused_calls:
-            observe.tool_calls_left([call.function.name], "error")
-            refused = await loop.tools.answer(call.id, unaskable[call.id])
-            loop.transcript.add([refused])
-            await _send(out, [refused])
-        progress.close(out)
-        waiting = [call for call in waiting if call.id not in unaskable]
-        frontend = [call for call in calls if call.function.name not in loop.tools]
-        observe.tool_calls_left([call.function.name for call in frontend], "handed_off")
-        if waiting:  # a person decides; the frontend's calls, if any, are its to run meanwhile
-            observe.tool_calls_left([call.function.name for call in waiting], "awaiting_approval")
-            interrupt = approvals.outcome(run_input.thread_id, waiting, loop.tools)
-            await progress.end(out, _finished(run_input, outcome, progress.usage, (), interrupt))
-            return
-        if frontend:  # the frontend runs its calls and comes back with a run of its own
-            pending = [call.id for call in frontend]
-            await progress.end(out, _finished(run_input, outcome, progress.usage, pending))
-            return
-        next_body = _next_body(loop)
-        if isinstance(next_body, BridgeError):
-            await progress.fail(out, next_body)
-            return
-        body = next_body
+    except Exception as exc:
+        if observe.outcome != "cancelled":  # its end went out: nothing may follow it
+            raise
+        if isinstance(exc, UnencodableEventError):
+            error: BridgeError = exc
+        else:
+            logger.exception("run %s failed", run_input.run_id)
+            error = _failed()
+        end = progress.error(error)
+        try:
+            await progress.end(out, end)
+        except UnencodableEventError:
+            await _send(bare, [end])
+    finally:
+        if token is not None:
+            with suppress(ValueError):  # ended in another context: the variable goes with it
+                RUN_STATE.reset(token)
 
 
 def _next_body(loop: ToolLoop) -> dict[str, Any] | BridgeError:
