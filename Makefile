@@ -91,7 +91,7 @@ WORKERS ?= 3
 ifeq ($(WORKERS),0)
 PYTEST_WORKERS :=
 else
-PYTEST_WORKERS := -n $(WORKERS) --dist loadgroup
+PYTEST_WORKERS := -n $(WORKERS) --dist loadfile
 endif
 pytest: $(STAMP) $(NODE_TESTS) $(BROWSER_TESTS) $(WEB_DEMO) $(COPILOTKIT_APP) $(LIVE_BED)
 	$(BIN)/pytest $(PYTEST_WORKERS) $(PYTEST_COV)

@@ -1,5 +1,6 @@
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,26 +11,36 @@ sys.path.insert(0, str(HERE))
 #: browsers and their pages' builds at once, on a small machine, time each other out).
 CHROMIUM = frozenset(
     {
-        "test_browser.py",
-        "test_copilotkit.py",
-        "test_copilotkit_ask.py",
-        "test_copilotkit_state.py",
-        "hostile/test_hostile_copilotkit_threads.py",
+        "tests/test_browser.py",
+        "tests/test_copilotkit.py",
+        "tests/test_copilotkit_ask.py",
+        "tests/test_copilotkit_state.py",
+        "tests/hostile/test_hostile_copilotkit_threads.py",
     }
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup`` (``make test``): a file's tests run on one worker
-    (its module fixtures, servers and builds made once), the Chromium files on one worker in
-    turn, and the live files (``tests/live/``: one ``llama-server`` per worker) on one worker."""
-    for item in items:
-        name = Path(str(item.fspath)).resolve().relative_to(HERE).as_posix()
-        if name in CHROMIUM:
-            group = "chromium"
-        elif name.startswith("live/"):
-            group = "live"
-        else:
-            group = name
-        item.add_marker(pytest.mark.xdist_group(group))
+def group_of(path: str) -> str:
+    """The work unit a test file's tests are in under ``make test``'s ``pytest -n N --dist
+    loadfile``: the file (its module fixtures, servers and builds made once), but one for every
+    Chromium file, run in turn, and one for the live files (``tests/live/``: each starts its
+    ``llama-server``, which takes both cores)."""
+    if path in CHROMIUM:
+        return "chromium"
+    if path.startswith("tests/live/"):
+        return "live"
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` by ``group_of`` (pytest-xdist's ``loadgroup`` marks no longer reach
+    its scheduler under pytest 9.2, which names a test by ``_id``, not ``_nodeid``)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid.split("::", 1)[0])
+
+    return Groups(config, log)
