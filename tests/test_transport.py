@@ -5,6 +5,7 @@ verification, no cap on connections, a bounded read buffer (tests/test_resilienc
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from dataclasses import replace
 from typing import Any
@@ -128,3 +129,60 @@ def test_a_callers_own_header_values_cannot_grow_what_is_kept() -> None:
         headers.of(httpx.Headers({f"X-Name-{i}": str(i)}))
         assert len(headers._pairs) <= AiohttpHeaders.LIMIT
         assert len(headers._names) <= AiohttpHeaders.LIMIT
+
+
+def _ending_late(hold: float, peers: list[tuple[str, int]], ended: list[bool]) -> Any:
+    """An upstream whose every answer ends its body ``hold`` seconds after its ``[DONE]``
+    (``ended`` notes each end), noting the address each request came from (``peers``)."""
+    chunk = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    word = {**chunk, "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}
+    stop = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    frames = f"data: {json.dumps(word)}\n\ndata: {json.dumps(stop)}\n\ndata: [DONE]\n\n"
+
+    async def upstream(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "POST":  # GET /props: none here
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        peers.append(tuple(scope["client"]))
+        while (await receive()).get("more_body"):
+            pass
+        head = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        await send({"type": "http.response.body", "body": frames.encode(), "more_body": True})
+        await asyncio.sleep(hold)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        ended.append(True)
+
+    return upstream
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_a_body_that_ends_a_moment_after_its_answer_keeps_its_connection(transport: str) -> None:
+    """A server whose body ends a read after ``[DONE]`` (as under load most do) has each run
+    on the connection the first opened: closed at once, before its end, each run opened one."""
+    peers: list[tuple[str, int]] = []
+    with serve(_ending_late(0.02, peers, [])) as upstream:
+        config = replace(scripted_config(upstream), upstream_transport=transport)  # type: ignore[arg-type]
+        with serve(create_app(config)) as bridge:
+            ends = [post(f"{bridge}/", run_input())[-1]["type"] for _ in range(4)]
+    assert ends == ["RUN_FINISHED"] * 4
+    assert len(peers) == 4 and len(set(peers)) == 1, peers
+
+
+def test_a_body_held_open_after_its_answer_does_not_hold_the_run() -> None:
+    """A server that holds its body open after ``[DONE]``: the run ends while it still holds
+    it (the wait for its end is short), and the next run opens a connection of its own."""
+    peers: list[tuple[str, int]] = []
+    ended: list[bool] = []
+    with (
+        serve(_ending_late(3, peers, ended)) as upstream,
+        serve(create_app(scripted_config(upstream))) as bridge,
+    ):
+        ends = [post(f"{bridge}/", run_input())[-1]["type"] for _ in range(2)]
+        held = not ended
+    assert ends == ["RUN_FINISHED"] * 2
+    assert held  # both runs ended while their bodies were still open
+    assert len(set(peers)) == 2, peers

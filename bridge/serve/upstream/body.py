@@ -16,6 +16,7 @@ import asyncio
 import codecs
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import suppress
 from functools import partial
 from typing import Any, Protocol
 
@@ -26,13 +27,18 @@ from httpx_aiohttp.transport import AiohttpResponseStream
 
 from bridge.core.errors import UpstreamProtocolError
 from bridge.serve.upstream.parse import parse_json
-from bridge.serve.upstream.transport import YieldingStream
+from bridge.serve.upstream.transport import TRANSPORT_ERRORS, YieldingStream
 
 #: What the read an ``IdleWatch`` fails raises: aiohttp's timeout (read as one), said as ours.
 IDLE_MESSAGE = "Timeout on reading data from socket (the bridge's idle watch)"
 
 #: The most one read of a body takes from aiohttp's buffer: as httpx-aiohttp's iterator takes.
 PIECE = 16 * 1024
+
+#: After the answer's end, how long its body's own end is waited for, and how many bytes after
+#: it are read and dropped (``Body.settle``).
+SETTLE_S = 0.1
+SETTLE_BYTES = 64 * 1024
 
 
 class Body:
@@ -106,6 +112,22 @@ class Body:
             if piece:
                 return piece
         return b""
+
+    async def settle(self) -> None:
+        """Wait for the body's end once the answer is complete (``[DONE]``): a connection goes
+        back to the pool only when its body was read to its end, and most servers end it right
+        after, but that end may come a read later (under load it usually does): closed at
+        once, each run would open a connection of its own. What comes is dropped, unread (it
+        is not the answer's); a server that holds its body open past ``SETTLE_S``, or sends
+        more than ``SETTLE_BYTES``, has its connection closed as before."""
+        left = SETTLE_BYTES
+        with suppress(*TRANSPORT_ERRORS):  # asyncio's timeout among them
+            async with asyncio.timeout(SETTLE_S):
+                while left > 0:
+                    piece = await self.read()
+                    if not piece:
+                        return
+                    left -= len(piece)
 
     async def aclose(self) -> None:
         """Close the response: aiohttp's answer as httpx-aiohttp closes it (its connection

@@ -173,7 +173,12 @@ class UpstreamClient:
                         data = data.decode(charset, "replace").encode()
                     item = chunk_from_data(data, event, wrap_error_events=chat)
                     if item is not None and take(item):
-                        return  # complete: whatever a server sends after is not ours
+                        # Complete: whatever a server sends after is not ours. Its frames
+                        # leave now; the body's end is waited for, briefly (``settle``).
+                        if flush is not None:
+                            await flush()
+                        await piece_of.settle()
+                        return
                 # Not held while the next read waits (the last chunk, parsed, and its bytes:
                 # about 0.8 KiB an open stream).
                 piece = data = b""
