@@ -124,7 +124,24 @@ class LiveRun:
     async def flush(self) -> None:
         rider = self._rider
         if rider is not None and rider.taken < self._base + len(self._frames):
-            await self._ride(rider)
+            # The run's task writes the rider's frames: here, not in a coroutine of its own
+            # (one more a token).
+            taken, end = rider.taken, self._base + len(self._frames)
+            rider.add(with_ids(rider.prefix, taken + 1, self._frames[taken - self._base :]))
+            rider.taken = self._followers[rider.key] = end
+            try:
+                await rider.flush()
+            except asyncio.CancelledError:
+                # The run cancelled while the client's socket was full: the server wrote
+                # nothing (it waits before it writes); the follower writes those frames again.
+                rider.taken = taken
+                if rider.key in self._followers:
+                    self._followers[rider.key] = taken
+                self._release(rider)
+                raise
+            except Exception:  # the response is over (its client gone, or it was stopped)
+                rider.failed = True
+                self._release(rider)
         if self._waiting:
             self._wake()
         if self._mirror is not None and self.wanted:
@@ -227,25 +244,6 @@ class LiveRun:
                 taken = rider.taken
         finally:
             self._leave(key)
-
-    async def _ride(self, rider: Rider) -> None:
-        """The run's task writes the rider's frames (``flush``)."""
-        taken, end = rider.taken, self._base + len(self._frames)
-        rider.add(with_ids(rider.prefix, taken + 1, self._frames[taken - self._base :]))
-        rider.taken = self._followers[rider.key] = end
-        try:
-            await rider.flush()
-        except asyncio.CancelledError:
-            # The run cancelled while the client's socket was full: the server wrote nothing
-            # (it waits before it writes); the follower writes those frames again itself.
-            rider.taken = taken
-            if rider.key in self._followers:
-                self._followers[rider.key] = taken
-            self._release(rider)
-            raise
-        except Exception:  # the response is over (its client gone, or it was stopped)
-            rider.failed = True
-            self._release(rider)
 
     def _release(self, rider: Rider) -> None:
         if self._rider is rider:
