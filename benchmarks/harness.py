@@ -83,10 +83,22 @@ def stack_named(name: str | None) -> ServerStack:
 
 
 # -- servers ---------------------------------------------------------------------------------
+#: Every port ``free_port`` handed out: servers started together never get the same one.
+_GIVEN_PORTS: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port of 127.0.0.1 that this process has not handed out before. The kernel may
+    give the same free port twice in a row: two servers started at once on it, the second
+    fails to bind while the first answers its ``/health`` (a benchmark's bridge URL that
+    answered 404: the upstream's)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 @dataclass(frozen=True, kw_only=True)
