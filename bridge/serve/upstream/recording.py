@@ -33,12 +33,8 @@ from httpx._decoders import SUPPORTED_DECODERS, ContentDecoder, MultiDecoder
 
 from bridge.core.upstream_url import shown_url
 from bridge.serve.redact import ByteStreamRedactor, Redactor
+from bridge.serve.upstream.sessions import SECRET_HEADERS
 from bridge.serve.upstream.transport import failure_kind
-
-#: Request headers that carry credentials: never written.
-SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
-)
 
 logger = logging.getLogger("agui_bridge")
 

@@ -65,17 +65,13 @@ def _connection_trace() -> aiohttp.TraceConfig:
     return trace
 
 
-#: Headers whose values are the request's alone (credentials, its length, its trace): never kept.
-_PER_REQUEST = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "content-length",
-        "traceparent",
-        "tracestate",
-    }
+#: Request headers that carry credentials (a recording never writes them either).
+SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
 )
+
+#: Headers whose values are the request's alone (credentials, its length, its trace): never kept.
+_PER_REQUEST = SECRET_HEADERS | {"content-length", "traceparent", "tracestate"}
 
 
 class AiohttpHeaders:
