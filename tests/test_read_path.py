@@ -185,16 +185,20 @@ class _Read:
 
 def test_the_idle_watch_fails_only_a_read_that_has_waited_its_timeout() -> None:
     async def watch() -> tuple[_Read, _Read, _Read]:
-        idle = IdleWatch(0.2)
+        # The timeout is far longer than the test (a loaded machine may hold this task for
+        # a while): the read waiting since now must not reach it, the one waiting since long
+        # before must, at one of the watch's looks (every timeout / 8).
+        idle = IdleWatch(5.0)
         # Waiting since long ago; not waiting (its client is slow: the run is writing); waiting
         # since now, and its data comes in time.
-        silent, writing, answered = _Read(time.monotonic() - 1), _Read(0.0), _Read(0.0)
+        silent, writing, answered = _Read(time.monotonic() - 60), _Read(0.0), _Read(0.0)
         for read in (silent, writing, answered):
             idle.add(read)
         answered.waiting = time.monotonic()
-        await anyio.sleep(0.1)
+        with anyio.fail_after(30):
+            while not silent.timed_out:
+                await anyio.sleep(0.05)
         answered.waiting = 0.0  # a piece arrived
-        await anyio.sleep(0.3)
         for read in (silent, writing, answered):
             idle.discard(read)
         return silent, writing, answered
