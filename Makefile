@@ -105,10 +105,10 @@ SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall tool_image_stall 
 	firehose observability fairness health_blocked_store hostile_upstream attachment_stall thread_stores \
 	threads_cpu idle_streams
 
+# Every benchmark's smoke run, SMOKE_JOBS at once (benchmarks/smoke.py: each its own ports).
+SMOKE_JOBS ?= 3
 test: lint typecheck pytest
-	$(BIN)/python benchmarks/translate.py --smoke
-	$(BIN)/python benchmarks/run_all.py --smoke
-	for name in $(SOLO_BENCHMARKS); do $(BIN)/python benchmarks/$$name.py --smoke || exit 1; done
+	$(BIN)/python benchmarks/smoke.py --jobs $(SMOKE_JOBS) run_all translate $(SOLO_BENCHMARKS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/translate.py

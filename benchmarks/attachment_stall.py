@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import health_probes, stall_figures
-from tool_result_stall import _free_port, _process
+from harness import free_port, health_probes, stall_figures
+from tool_result_stall import _process
 
 HERE = Path(__file__).resolve()
 KINDS = ("none", "image", "pdf", "text", "binary")
@@ -211,7 +211,7 @@ def main() -> None:
     recorded = ", recorded" if args.record else ""
     print(f"attachment stall: {size / 1e6:g} MB of base64{recorded}, bridge from {bridge.__file__}")
     print("  kind       MB  /health max    p99      p50   probes   stream gap   run")
-    upstream_port, bridge_port = _free_port(), _free_port()
+    upstream_port, bridge_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{upstream_port}"
     bridge_url = f"http://127.0.0.1:{bridge_port}"
     up = [sys.executable, str(HERE), "--role", "upstream", "--port", str(upstream_port)]

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import health_probes, stall_figures
-from tool_result_stall import _free_port, _process, big_text
+from harness import free_port, health_probes, stall_figures
+from tool_result_stall import _process, big_text
 
 HERE = Path(__file__).resolve()
 SHAPES = ("parts", "history", "context", "arrays", "proxied")
@@ -156,7 +156,7 @@ def main() -> None:
     print(f"big body stall: {size / 1e6:g} MB bodies, a {result_size / 1e6:g} MB proxied result")
     print(f"  bridge from {bridge.__file__}")
     print("  shape       MB  /health max    p99      p50   probes   run")
-    upstream_port, bridge_port = _free_port(), _free_port()
+    upstream_port, bridge_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{upstream_port}"
     bridge_url = f"http://127.0.0.1:{bridge_port}"
     up = [sys.executable, "-m", "bridge", "scripted-upstream", "--port", str(upstream_port)]

@@ -85,13 +85,45 @@ def stack_named(name: str | None) -> ServerStack:
 # -- servers ---------------------------------------------------------------------------------
 #: Every port ``free_port`` handed out: servers started together never get the same one.
 _GIVEN_PORTS: set[int] = set()
+#: ``START-END``: the ports this process hands out (``smoke.py`` gives each benchmark it runs
+#: at once a range of its own); unset, any free port the kernel gives.
+PORT_RANGE_ENV = "AGUI_BENCH_PORTS"
+
+
+def env_with_port_range(ports: range) -> dict[str, str]:
+    """This process's environment, with ``ports`` as a benchmark process's own range."""
+    return {**os.environ, PORT_RANGE_ENV: f"{ports.start}-{ports.stop - 1}"}
+
+
+def _port_range() -> range | None:
+    value = os.environ.get(PORT_RANGE_ENV, "")
+    if not value:
+        return None
+    start, _, end = value.partition("-")
+    if not (start.isdigit() and end.isdigit() and 0 < int(start) <= int(end) < 65_536):
+        raise SystemExit(f"{PORT_RANGE_ENV}={value!r}: expected START-END, two port numbers")
+    return range(int(start), int(end) + 1)
 
 
 def free_port() -> int:
     """A free port of 127.0.0.1 that this process has not handed out before. The kernel may
     give the same free port twice in a row: two servers started at once on it, the second
     fails to bind while the first answers its ``/health`` (a benchmark's bridge URL that
-    answered 404: the upstream's)."""
+    answered 404: the upstream's). With ``PORT_RANGE_ENV`` set, the next free port of that
+    range: another process running a benchmark at once has a range of its own."""
+    ports = _port_range()
+    if ports is not None:
+        for port in ports:
+            if port in _GIVEN_PORTS:
+                continue
+            _GIVEN_PORTS.add(port)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # in use (another program's, or still closing)
+            return port
+        raise SystemExit(f"{PORT_RANGE_ENV}: every port of {ports.start}-{ports.stop - 1} used")
     while True:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))

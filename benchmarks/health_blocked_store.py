@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import threading
 import time
@@ -26,12 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from harness import free_port
 
 
 @contextmanager
@@ -40,7 +34,7 @@ def mute_store() -> Iterator[tuple[int, list[int]]]:
     connections it took."""
     loop = asyncio.new_event_loop()
     connections = [0]
-    port = _free_port()
+    port = free_port()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections[0] += 1
@@ -89,7 +83,7 @@ def bridge(store_port: int) -> Iterator[str]:
     def send_mail(to: str) -> str:
         return to
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(config, tools=[send_mail]), host="127.0.0.1", port=port, log_level="error"

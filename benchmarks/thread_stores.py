@@ -32,17 +32,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness import free_port
+
 from bridge.serve.threads.store import Batch, ThreadSummary
 from bridge.serve.threads.stores import thread_store
 
 OWNER = "0" * 64
 FRAME = 'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"%06d tokens go by"}\n\n'
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -52,7 +48,7 @@ def redis_server(folder: Path) -> Iterator[str | None]:
     if not os.path.exists(program):
         yield None
         return
-    port = _free_port()
+    port = free_port()
     command = [program, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
     process = subprocess.Popen(
         [*command, "--appendonly", "no", "--dir", str(folder)],

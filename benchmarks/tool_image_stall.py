@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import health_probes, stall_figures
+from harness import free_port, health_probes, stall_figures
 from mcp_types import ContentBlock, ImageContent
-from tool_result_stall import KEY, _free_port, _process
+from tool_result_stall import KEY, _process
 
 HERE = Path(__file__).resolve()
 
@@ -107,7 +107,7 @@ def _one_run(bridge_url: str, protocol: str | None, size: int) -> dict[str, floa
 
 
 def _measure(protocol: str | None, size: int, runs: int) -> list[dict[str, float]]:
-    upstream_port, bridge_port = _free_port(), _free_port()
+    upstream_port, bridge_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{upstream_port}"
     bridge_url = f"http://127.0.0.1:{bridge_port}"
     up = [sys.executable, "-m", "bridge", "scripted-upstream", "--port", str(upstream_port)]

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from harness import health_probes, stall_figures
+from harness import free_port, health_probes, stall_figures
 
 PROSE = "The quick brown fox considers several alternatives before it jumps over the lazy dog. "
 #: ``--text unicode``: beyond ASCII, as most languages' text is (slower to encode than ASCII).
@@ -86,12 +85,6 @@ def _serve_mcp(size: int, text_kind: str) -> None:
         return text
 
     server.run()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -151,7 +144,7 @@ def _one_run(bridge_url: str, tool: str, size: int) -> dict[str, float]:
 
 
 def _measure(kind: str, size: int, runs: int, text_kind: str) -> list[dict[str, float]]:
-    upstream_port, bridge_port = _free_port(), _free_port()
+    upstream_port, bridge_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{upstream_port}"
     bridge_url = f"http://127.0.0.1:{bridge_port}"
     up = [sys.executable, "-m", "bridge", "scripted-upstream", "--port", str(upstream_port)]
