@@ -7,6 +7,8 @@ import asyncio
 import datetime
 import enum
 import json
+import subprocess
+import sys
 import threading
 import time
 from typing import Annotated, Any
@@ -444,3 +446,33 @@ def test_without_server_tools_every_call_is_the_frontends() -> None:
     call = next(f["toolCallId"] for f in frames if f["type"] == "TOOL_CALL_START")
     assert "TOOL_CALL_RESULT" not in kinds(frames)
     assert frames[-1]["outcome"]["pendingToolCallIds"] == [call]
+
+
+_IMPORTS_JSONSCHEMA = """
+import sys
+from bridge.config import BridgeConfig
+from bridge.serve.http.app import create_app
+
+def get_time() -> str:
+    return "noon"
+
+create_app(BridgeConfig(upstream_url="http://127.0.0.1:9/v1", model="m"), tools=TOOLS)
+print("jsonschema" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("tools", "imported"), [("[]", "False"), ("[get_time]", "True")])
+def test_jsonschema_is_imported_at_the_start_only_with_server_tools(
+    tools: str, imported: str
+) -> None:
+    """jsonschema's import takes about a second with its format checkers (the ``state``
+    extra): a bridge with no server tools starts without it; one with server tools imports it
+    as they are added, not in the event loop at a run's first question or edit."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_JSONSCHEMA.replace("TOOLS", tools)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == imported, done.stderr

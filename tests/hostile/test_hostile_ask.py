@@ -24,13 +24,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from threads.fold_node import CLIENTS, node
 
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
 from bridge.serve.run.resume import UNASKED_STATEMENT
-from bridge.serve.tools import asking
 from bridge.serve.tools.asking import MAX_ANSWER_BYTES, MAX_QUESTION_CHARS
 from bridge.serve.tools.python_tools import asks_user
 from peers_approvals import HostileModel, hostile_model, says, tool_calls
@@ -235,7 +235,7 @@ def test_an_answer_past_its_limit_is_refused_before_it_is_validated(
     """Finding C: an answer over ``MAX_ANSWER_BYTES`` is refused by its size; the validator is
     never made for it. The check runs in a worker thread, not on the event loop."""
     made: list[bool] = []  # per validator made: whether an event loop ran in its thread
-    real = asking.jsonschema.Draft202012Validator
+    real = jsonschema.Draft202012Validator
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -247,7 +247,7 @@ def test_an_answer_past_its_limit_is_refused_before_it_is_validated(
 
     counting.FORMAT_CHECKER = real.FORMAT_CHECKER  # type: ignore[attr-defined]
     counting.check_schema = real.check_schema  # type: ignore[attr-defined]
-    monkeypatch.setattr(asking.jsonschema, "Draft202012Validator", counting)
+    monkeypatch.setattr(jsonschema, "Draft202012Validator", counting)
     schema = {"type": "string"}
     with bridge(asks(json.dumps({"question": "Notes?", "schema": schema}))) as (url, _):
         first, frames = asked(url)

@@ -29,7 +29,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-import jsonschema
 import orjson
 from ag_ui.core import Interrupt, ToolCall
 
@@ -91,6 +90,8 @@ def checked_schema(schema: Any) -> dict[str, Any]:
     object, or not valid JSON Schema 2020-12)."""
     if not isinstance(schema, dict):
         raise QuestionError("the schema must be a JSON object (a JSON Schema)")
+    import jsonschema  # loaded when the server tools were (``ServerTools.add``)
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -141,6 +142,8 @@ def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
     size = len(orjson.dumps(answer))
     if size > MAX_ANSWER_BYTES:
         return f"the answer is {size} bytes of JSON, over the limit of {MAX_ANSWER_BYTES}"
+    import jsonschema  # loaded when the server tools were (``ServerTools.add``)
+
     validator = jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )

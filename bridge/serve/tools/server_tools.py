@@ -13,11 +13,13 @@ for one that does not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import itertools
 import json
 import logging
 import re
+import sys
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
@@ -84,6 +86,17 @@ class ServerTool:
         return Tool(name=self.name, description=self.description, parameters=self.parameters)
 
 
+def _load_jsonschema() -> None:
+    """Import ``jsonschema`` (questions' schemas and answers, a person's edit of a call) as the
+    server tools come, at the app's start, not in the event loop at a run's first question or
+    edit: with its format checkers (the ``state`` extra) its import takes about a second. A
+    bridge with no server tools never imports it."""
+    if "jsonschema" not in sys.modules:
+        # Not installed: an edit is then checked by the tool alone (``invalid_arguments``).
+        with contextlib.suppress(ImportError):
+            importlib.import_module("jsonschema")
+
+
 class ServerTools:
     """The server tools of one app, by name; names are checked for collisions as they come."""
 
@@ -111,6 +124,8 @@ class ServerTools:
             if tool.name in self._tools:
                 raise ValueError(f"two server tools are named {tool.name!r}")
             self._tools[tool.name] = tool
+        if self._tools:
+            _load_jsonschema()
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
