@@ -284,13 +284,15 @@ class LoopProbe:
         await self.app(scope, receive, send)
 
     def call(self, fn: Callable[[], T]) -> T:
-        """``fn()`` run in the server's loop, between two of its steps."""
+        """``fn()`` run in the server's loop, between two of its steps. The timeout only
+        stops a loop that never runs it: a walk of every object of a test process that ran
+        hundreds of tests before, on a loaded machine, took more than 10 s."""
         assert self.loop is not None
 
         async def run() -> T:
             return fn()
 
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=120)
 
     @property
     def bridge(self) -> Bridge:
