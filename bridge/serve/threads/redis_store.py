@@ -296,7 +296,9 @@ class RedisThreads:
             return []
         with self._asked():
             taken = await self._client.spop(f"{_PREFIX}wants:{digest(process)}", _MAX_WANTS)
-        asked = {_bytes(m) for m in taken or () if isinstance(m, bytes | str)}
+        if not taken:  # most looks: nobody elsewhere asked
+            return []
+        asked = {_bytes(m) for m in taken if isinstance(m, bytes | str)}
         return [i for i in run_ids if i.encode("utf-8", "surrogatepass") in asked]
 
     # --- cancels ------------------------------------------------------------------------------
