@@ -63,8 +63,12 @@ def measure(
         specs = [Spec(factory="bridge", env={**env, apps.THREADS_ENV: s}) for s in stores.values()]
         results: list[dict[str, Any]] = []
         with harness.serve(upstream, *specs, stack=stack) as (upstream_server, *servers):
+            bridges = list(zip(stores, servers, strict=True))
             for repeat in range(repeats):
-                for mode, server in zip(stores, servers, strict=True):
+                # Each repeat begins with the next mode: each is measured first, second and
+                # third as often (the machine's speed drifts within a repeat too).
+                turn = repeat % len(bridges)
+                for mode, server in bridges[turn:] + bridges[:turn]:
                     level = concurrency._level(
                         "bridge", server, upstream_server, streams, rate, duration, ramp,
                         run_tokens=run_tokens,
@@ -95,15 +99,23 @@ def measure(
 
 
 def medians(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per mode: the median CPU µs per token, CPU % and latency p99 of its repeats."""
+    """Per mode: the median CPU µs per token, CPU % and latency p99 of its repeats, and the
+    median of its ratios to threads off in the same repeat (``ratio``): the VM's speed drifts
+    between repeats by more than the difference measured, and a repeat's modes are measured
+    within a minute of each other."""
     out: dict[str, dict[str, float]] = {}
+    off = {r["repeat"]: r["cpu_us_per_token"] for r in results if r["mode"] == "off"}
     for mode in dict.fromkeys(result["mode"] for result in results):
         runs = [result for result in results if result["mode"] == mode]
         p99s = [r["latency_ms"]["p99"] for r in runs if r["latency_ms"]]
+        ratios = [r["cpu_us_per_token"] / off[r["repeat"]] for r in runs if off.get(r["repeat"])]
         out[mode] = {
             "cpu_us_per_token": statistics.median(r["cpu_us_per_token"] for r in runs),
             "cpu_percent": statistics.median(r["cpu_percent"].get("server", 0) for r in runs),
             "p99_ms": statistics.median(p99s) if p99s else float("inf"),
+            "ratio": statistics.median(ratios) if ratios else 0.0,
+            "ratio_low": min(ratios, default=0.0),
+            "ratio_high": max(ratios, default=0.0),
         }
     return out
 
@@ -118,8 +130,11 @@ def rows(results: Sequence[dict[str, Any]], *, smoke: bool) -> list[Row]:
         us = figure["cpu_us_per_token"]
         value, target, verdict = f"{us:.1f} µs", "", ""
         if mode != "off" and off:
-            ratio = us / off
-            value += f" ({ratio:.2f}x off)"
+            ratio = figure["ratio"]
+            value += (
+                f" ({ratio:.2f}x off, repeats {figure['ratio_low']:.2f}-"
+                f"{figure['ratio_high']:.2f}x)"
+            )
             target = f"≤ {TARGET_RATIO:g}x off"
             verdict = harness.verdict(ratio <= TARGET_RATIO, smoke=smoke)
         case = f"threads {mode}, {shape}"
@@ -127,7 +142,7 @@ def rows(results: Sequence[dict[str, Any]], *, smoke: bool) -> list[Row]:
             Row(
                 benchmark="threads_cpu",
                 case=case,
-                figure="CPU per token (median)",
+                figure="CPU per token (median; ratio: of each repeat's)",
                 value=value,
                 target=target,
                 verdict=verdict,
