@@ -178,9 +178,12 @@ class _Read:
     def __init__(self, waiting: float) -> None:
         self.waiting = waiting
         self.timed_out = 0
+        self.failed: anyio.Event | None = None  # set at its first time out, when given
 
     def time_out(self) -> None:
         self.timed_out += 1
+        if self.failed is not None:
+            self.failed.set()
 
 
 def test_the_idle_watch_fails_only_a_read_that_has_waited_its_timeout() -> None:
@@ -194,10 +197,10 @@ def test_the_idle_watch_fails_only_a_read_that_has_waited_its_timeout() -> None:
         silent, writing, answered = _Read(time.monotonic() - 60), _Read(0.0), _Read(0.0)
         for read in (silent, writing, answered):
             idle.add(read)
+        silent.failed = anyio.Event()
         answered.waiting = time.monotonic()
         with anyio.fail_after(30):
-            while not silent.timed_out:
-                await anyio.sleep(0.05)
+            await silent.failed.wait()
         answered.waiting = 0.0  # a piece arrived
         for read in (silent, writing, answered):
             idle.discard(read)
