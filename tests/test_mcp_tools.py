@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from bridge.config import BridgeConfig
+from bridge.serve.http import bridge as bridge_http
 from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
 from servers import (
@@ -116,6 +117,30 @@ def test_a_python_tool_an_mcp_tool_and_a_frontend_tool_in_one_turn(http_mcp: str
     sent = {m["tool_call_id"]: m["content"] for m in as_sent["messages"] if m["role"] == "tool"}
     assert sent[calls["srv__get_time"]] == results(frames)["srv__get_time"]
     assert json.dumps(encoded) == json.dumps(as_sent)
+
+
+def test_an_mcp_servers_tools_have_jsonschema_imported_off_the_loop(
+    http_mcp: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MCP tools come once the loop runs: jsonschema's import (a second with its format
+    checkers) is made in a worker thread, not in the loop's."""
+    in_loop: list[bool] = []
+    real = bridge_http.load_jsonschema
+
+    def load() -> None:
+        try:
+            asyncio.get_running_loop()
+            in_loop.append(True)
+        except RuntimeError:
+            in_loop.append(False)
+        real()
+
+    monkeypatch.setattr(bridge_http, "load_jsonschema", load)
+    with scripted_stack(mcp_servers={"srv": http_mcp}) as stack:
+        frames = post(stack.bridge_url, ask("What time is it?"))
+    assert in_loop == [False]
+    assert "jsonschema" in sys.modules
+    assert list(results(frames)) == ["srv__get_time"]
 
 
 def test_a_call_that_hangs_times_out_and_the_server_keeps_serving(http_mcp: str) -> None:

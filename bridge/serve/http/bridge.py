@@ -35,7 +35,7 @@ from bridge.serve.tools.ask_user import ask_user_tool
 from bridge.serve.tools.claims import StoreWatch, claim_store
 from bridge.serve.tools.mcp_tools import McpServer, McpStartError, start_mcp_servers
 from bridge.serve.tools.python_tools import python_tool
-from bridge.serve.tools.server_tools import ServerTools
+from bridge.serve.tools.server_tools import ServerTools, load_jsonschema
 from bridge.serve.tools.state import update_state_tool
 from bridge.serve.upstream.client import UpstreamClient
 from bridge.serve.upstream.pool import UpstreamPool
@@ -139,6 +139,8 @@ class Bridge:
                 )
             except McpStartError as exc:  # its message goes to a terminal or an HTTP body
                 raise McpStartError(self.redactor.redact(str(exc))) from None
+            if tools:  # its import holds the loop a second: not in the loop's thread
+                await anyio.to_thread.run_sync(load_jsonschema)
             self.tools.add(tools)
 
     async def start_for_request(self) -> None:

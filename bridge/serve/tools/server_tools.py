@@ -86,11 +86,12 @@ class ServerTool:
         return Tool(name=self.name, description=self.description, parameters=self.parameters)
 
 
-def _load_jsonschema() -> None:
+def load_jsonschema() -> None:
     """Import ``jsonschema`` (questions' schemas and answers, a person's edit of a call) as the
     server tools come, at the app's start, not in the event loop at a run's first question or
     edit: with its format checkers (the ``state`` extra) its import takes about a second. A
-    bridge with no server tools never imports it."""
+    bridge with no server tools never imports it. (Tools that come once the loop runs, an MCP
+    server's, have it imported in a worker thread first: ``Bridge.start``.)"""
     if "jsonschema" not in sys.modules:
         # Not installed: an edit is then checked by the tool alone (``invalid_arguments``).
         with contextlib.suppress(ImportError):
@@ -125,7 +126,7 @@ class ServerTools:
                 raise ValueError(f"two server tools are named {tool.name!r}")
             self._tools[tool.name] = tool
         if self._tools:
-            _load_jsonschema()
+            load_jsonschema()
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
