@@ -2,10 +2,10 @@
 at once: what ``make test`` ends with.
 
 Each benchmark runs as its own ``python benchmarks/<name>.py --smoke`` process, ``--jobs`` at a
-time (default 3: most of a smoke run waits on its servers' start). Each gets a range of ports
+time (default 3: 155 s one after another became 55-88 s on two cores). Each gets a range of ports
 of its own (``harness.PORT_RANGE_ENV``, below the kernel's ephemeral ports), so that servers
-started by two benchmarks at once never get the same port. A benchmark's output is printed
-whole when it ends; the run exits non-zero, naming them, when any failed.
+started by two benchmarks at once never get the same port. Each benchmark's output is printed
+whole, in the order named; the run exits non-zero, naming them, when any failed.
 
     python benchmarks/smoke.py translate run_all firehose     # these, three at a time
     python benchmarks/smoke.py --jobs 1 e2e                   # one at a time
@@ -24,9 +24,9 @@ from pathlib import Path
 import harness
 
 BENCH_DIR = Path(__file__).resolve().parent
-#: The first port handed to the first benchmark, and how many each one gets: 20000-29999 for
-#: twenty benchmarks, all below Linux's ephemeral range (32768-60999), so that no port the
-#: kernel gives a client (or a test's ``bind(0)``) is one of them.
+#: The first port handed to the first benchmark, and how many each one gets: at most 25
+#: benchmarks, all below Linux's ephemeral range (32768-60999), so that no port the kernel
+#: gives a client (or a test's ``bind(0)``) is one of them.
 FIRST_PORT = 20_000
 PORTS_EACH = 500
 
