@@ -13,13 +13,11 @@ for one that does not.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import itertools
 import json
 import logging
 import re
-import sys
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
@@ -92,10 +90,7 @@ def load_jsonschema() -> None:
     edit: with its format checkers (the ``state`` extra) its import takes about a second. A
     bridge with no server tools never imports it. (Tools that come once the loop runs, an MCP
     server's, have it imported in a worker thread first: ``Bridge.start``.)"""
-    if "jsonschema" not in sys.modules:
-        # Not installed: an edit is then checked by the tool alone (``invalid_arguments``).
-        with contextlib.suppress(ImportError):
-            importlib.import_module("jsonschema")
+    importlib.import_module("jsonschema")
 
 
 class ServerTools:
@@ -179,16 +174,14 @@ class ServerTools:
     def invalid_arguments(self, name: str, arguments: str) -> str | None:
         """What is wrong with ``arguments`` for this tool by its JSON schema (a person's
         edit of a call), or ``None``. Python tools check their own arguments again (pydantic,
-        constraints and all); the schema is checked here when ``jsonschema`` is installed
-        (it comes with the MCP SDK, the other kind of tool)."""
+        constraints and all); the schema is checked here (``jsonschema``, loaded with the
+        tools: ``load_jsonschema``)."""
         try:
             value = json_arguments(arguments)
         except ToolError as exc:
             return str(exc)
-        try:
-            jsonschema = importlib.import_module("jsonschema")
-        except ImportError:
-            return None
+        import jsonschema
+
         schema = self._tools[name].parameters
         try:
             # The first few: an edit may hold a million wrong items.
