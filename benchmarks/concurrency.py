@@ -186,13 +186,17 @@ async def runs(
     rate: float,
     run_tokens: int,
     window: Window,
+    first_tokens: int | None = None,
 ) -> StreamOutcome:
     """One client's runs back to back from ``start_at`` to ``until``, each ``run_tokens``
-    tokens long (the last one shorter), a new request each: so that runs begin and end in the
-    steady window, and what a run costs at its start and end is counted with its tokens."""
+    tokens long (the first ``first_tokens`` long when given, the last one shorter), a new
+    request each: so that runs begin and end in the steady window, and what a run costs at its
+    start and end is counted with its tokens."""
     await asyncio.sleep(max(0.0, start_at - time.time()))
     total = StreamOutcome(expected=0, received=0, ended=True, runs=0)
-    while (tokens := min(run_tokens, round((until - time.time()) * rate))) > 0:
+    length = first_tokens or run_tokens
+    while (tokens := min(length, round((until - time.time()) * rate))) > 0:
+        length = run_tokens
         orders = {"rate": rate, "tokens": tokens}
         outcome = await stream(path, url, start_at=0, orders=orders, window=window)
         total.expected += outcome.expected
@@ -246,6 +250,11 @@ async def _level(
     settle = min(SETTLE_S, duration / 3)
     window = Window(start_ns=int((t0 + ramp + settle) * 1e9), end_ns=int(until * 1e9))
     starts = [t0 + ramp * i / streams for i in range(streams)]
+    # Runs back to back: each stream's first run is cut so that the runs' boundaries fall
+    # evenly over a run's time, not in waves as the ramp would have them (a window that held a
+    # wave of starts and ends more than the next measured a tenth more CPU per token).
+    period = (run_tokens or 1) / rate
+    firsts = [round(((period - ramp) * i / streams) % period * rate) for i in range(streams)]
     tasks = [
         stream(
             path,
@@ -263,8 +272,9 @@ async def _level(
             rate=rate,
             run_tokens=run_tokens,
             window=window,
+            first_tokens=first or None,
         )
-        for start in starts
+        for start, first in zip(starts, firsts, strict=True)
     ]
     pids = {"server": server_pids, "upstream": [upstream.pid], "client": [os.getpid()]}
     watcher = asyncio.ensure_future(_watch(window, pids))
