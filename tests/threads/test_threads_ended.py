@@ -4,6 +4,7 @@ that comes back as its run ends, ``RUN_KEPT`` seconds and within ``ENDED_CHARS``
 from __future__ import annotations
 
 import gc
+from array import array
 from typing import Any
 
 import pytest
@@ -52,11 +53,11 @@ async def test_a_settled_run_keeps_its_frames_alone_and_gives_them_after_any_fra
     assert await taken(kept, 0) == [(1, [frame(1), frame(2), frame(3)])]
     assert await taken(kept, 2) == [(3, [frame(3)])]
     assert await taken(kept, 3) == []
-    # Nothing of the run but its frames is held: the tuple of strings is not even tracked by
-    # the garbage collector once it has looked at it.
+    # Nothing of the run but its frames is held, as one string and an array of where each
+    # ends: two objects for all its frames, and nothing in them the garbage collector walks.
     assert not any(isinstance(o, LiveRun | dict) for o in gc.get_referents(kept))
-    gc.collect()
-    assert not gc.is_tracked(kept.frames)
+    assert (type(kept.text), type(kept.ends), len(kept.ends)) == (str, array, 3)
+    assert gc.get_referents(kept.ends) == [array] and not gc.is_tracked(kept.text)
 
 
 async def test_frames_let_go_before_the_end_are_gone_for_a_client_that_had_fewer() -> None:

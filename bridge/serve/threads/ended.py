@@ -1,7 +1,7 @@
 """This process's runs: those going on (``LiveRun``) and those that ended a moment ago
 (``EndedRun``), for a client that comes back as its run ends (README "Threads").
 
-A run that ended and whose thread is saved is kept as its frames alone, one tuple of strings:
+A run that ended and whose thread is saved is kept as its frames alone, one string and their ends:
 the run's input, its futures and its followers go. Kept ``RUN_KEPT`` seconds after its end,
 and no more than ``ENDED_CHARS`` of frames in all (the oldest go first): a client that comes
 back later finds its thread (a hydrate), or, with a shared store, its events there. Ended runs
@@ -13,9 +13,11 @@ held whole for minutes cost the process more than the runs going on: at 40 runs 
 from __future__ import annotations
 
 import time
+from array import array
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from itertools import accumulate
 
 from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.run_frames import RunGoneError
@@ -28,28 +30,51 @@ ENDED_CHARS = 64 * 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class EndedRun:
     """A run that ended here a moment ago, its thread saved: its frames, for a client that
-    comes back (``follow``), numbered from ``base + 1`` (earlier ones were let go)."""
+    comes back (``follow``), numbered from ``base + 1`` (earlier ones were let go).
+
+    The frames are kept as one string and where each ends (an array of offsets), not as a
+    string each: a process keeps up to ``ENDED_CHARS`` of them, hundreds of thousands of
+    frames, and as many objects of a few dozen bytes each, made and let go in turn, cost
+    every run of the process memory and CPU (``benchmarks/threads_cpu.py``)."""
 
     run_id: str
     owner: str
     thread_id: str
-    frames: tuple[str, ...]
+    text: str  # every frame kept, one after the other
+    ends: array[int]  # where each frame ends in ``text``
     base: int
     ended_at: float
-    chars: int  # of its frames
 
     ended = True
     followed = False
 
     @classmethod
     def of(cls, live: LiveRun) -> EndedRun:
-        frames = tuple(live.frames())
-        base, chars = live.last - len(frames), sum(map(len, frames))
-        return cls(live.run_id, live.owner, live.thread_id, frames, base, time.monotonic(), chars)
+        frames = live.frames()
+        ends = array("Q", accumulate(map(len, frames)))
+        base = live.last - len(frames)
+        text = "".join(frames)
+        return cls(live.run_id, live.owner, live.thread_id, text, ends, base, time.monotonic())
+
+    @property
+    def chars(self) -> int:
+        """The characters of its frames."""
+        return len(self.text)
 
     @property
     def last(self) -> int:
-        return self.base + len(self.frames)
+        return self.base + len(self.ends)
+
+    def frames(self, after: int = 0) -> list[str]:
+        """Its frames after number ``after`` (at least ``base``)."""
+        text, ends = self.text, self.ends
+        first = after - self.base
+        start = ends[first - 1] if first > 0 else 0
+        out = []
+        for end in ends[first:]:
+            out.append(text[start:end])
+            start = end
+        return out
 
     def can_follow(self, after: int) -> bool:
         return after >= self.base
@@ -59,7 +84,7 @@ class EndedRun:
         if after < self.base:
             raise RunGoneError.of(self.run_id)
         if after < self.last:
-            yield after + 1, list(self.frames[after - self.base :])
+            yield after + 1, self.frames(after)
 
     def cancel(self, reason: str = "cancelled") -> bool:
         return False
