@@ -9,11 +9,10 @@ Kept as a module of its own, without a deprecation, because the README and many 
 from __future__ import annotations
 
 import os
-import sys
 
 from starlette.applications import Starlette
 
-from bridge.core.oneline import one_line
+from bridge.core.oneline import say_refused
 from bridge.serve.http.app import create_app, mount
 from bridge.serve.http.bridge import Bridge
 
@@ -40,5 +39,5 @@ def from_env() -> Starlette:
         log_to_stderr(config.log_format)
         return create_app(config, tools=tools)  # which checks the OTEL_* variables, with tracing on
     except ValueError as exc:
-        print(f"agui-bridge: {one_line(str(exc))}", file=sys.stderr, flush=True)
+        say_refused(exc)
         raise SystemExit(STARTUP_FAILURE) from None

@@ -32,7 +32,7 @@ from bridge.cli.settings import config_from_args
 from bridge.cli.threads import check_threads
 from bridge.cli.tool_modules import imported_tools
 from bridge.cli.workers import WorkerFailed, run_workers, worker_count
-from bridge.core.oneline import one_line
+from bridge.core.oneline import say_refused
 from bridge.core.upstream_url import shown_url, url_secrets
 from bridge.serve.http.app import create_app
 from bridge.serve.tools.mcp_tools import McpStartError
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A bad flag value (BridgeConfig validates them), an address or an MCP server not to be had:
     # one line (an MCP server's failure is in its own words).
     except (ValueError, CannotListen, McpStartError, WorkerFailed) as exc:
-        print(f"agui-bridge: {one_line(str(exc))}", file=sys.stderr)
+        say_refused(exc)
         return 2
 
 

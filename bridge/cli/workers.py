@@ -39,7 +39,7 @@ from types import FrameType
 from bridge.cli.agents import agent_apps
 from bridge.cli.scratch import Scratch
 from bridge.cli.serving import configure_logging, opened_line, server_for, web_demo
-from bridge.core.oneline import one_line
+from bridge.core.oneline import say_refused
 from bridge.serve.tools.mcp_tools import McpStartError
 
 logger = logging.getLogger("agui_bridge")
@@ -233,7 +233,7 @@ def _worker(
         threading.Thread(target=_stop_with, args=(parent,), daemon=True).start()
         server.run(sockets=[listener])
     except (ValueError, McpStartError) as exc:  # as one process says it: one line, status 2
-        print(f"agui-bridge: {one_line(str(exc))}", file=sys.stderr, flush=True)
+        say_refused(exc)
         sys.exit(2)
     finally:
         if scratch is not None:  # the last process of the bridge removes the folder

@@ -14,6 +14,7 @@ was written (``bridge.serve.redact``'s log filter redacts, then calls ``one_line
 from __future__ import annotations
 
 import re
+import sys
 
 #: What must not reach a log line or a span raw.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -32,6 +33,14 @@ def _escape(match: re.Match[str]) -> str:
 def one_line(text: str) -> str:
     """``text`` as one line with nothing a terminal or a log reader would act on."""
     return _UNSAFE.sub(_escape, text)
+
+
+def say_refused(reason: object) -> None:
+    """``agui-bridge: <reason>`` on stderr, one line in one write: processes started together
+    (``--workers``) that each refuse to start say it at once, and ``print``'s two writes (the
+    text, then its newline) on an unbuffered stderr ran their lines into one."""
+    sys.stderr.write(f"agui-bridge: {one_line(str(reason))}\n")
+    sys.stderr.flush()
 
 
 def needs_escape(text: str) -> bool:

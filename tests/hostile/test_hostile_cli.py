@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, create_scripted_upstream
-from bridge.core.oneline import json_line, one_line
+from bridge.core.oneline import json_line, one_line, say_refused
 from helpers import worker_pids
 from peers_cli import HOSTILE_TEXTS, PROMPT, unauthorized_upstream
 from servers import post, run_input, serve
@@ -290,6 +290,32 @@ def test_from_env_refuses_a_bad_variable_in_one_line_and_the_server_stops(
         "agui-bridge: tool_timeout (AGUI_BRIDGE_TOOL_TIMEOUT) must be a number of seconds "
         "above 0 up to 604800 (a week), not nan"
     }
+
+
+class _Writes:
+    """An unbuffered stderr (``python -u``, a spawned worker's): each ``write`` a write of its own."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_refusal_is_one_write_so_workers_refusing_at_once_keep_their_lines_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two workers that refused together ran their lines into one ("…not nanagui-bridge: …"):
+    ``print`` writes the text, then its newline, and on an unbuffered stderr each is a write of
+    its own. The refusal, escaped to one line, is one write."""
+    stderr = _Writes()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    say_refused(ValueError("tool_timeout must be above 0,\nnot nan"))
+    assert stderr.writes == ["agui-bridge: tool_timeout must be above 0,\\nnot nan\n"]
 
 
 def _gone(pids: Sequence[int]) -> bool:
