@@ -2,7 +2,7 @@
 token at S paced streams (``--streams``, default 200, at 20 tokens/s each) with ``--threads
 memory`` and ``--threads redis://…`` (a ``redis-server`` started here, when one is installed),
 against the same bridge keeping none, in the same run: the three bridges up at once before one
-upstream, measured in turn (off, memory, redis; ``--repeats`` times, default 3, alternating),
+upstream, measured in turn (off, memory, redis; ``--repeats`` times, default 6, alternating),
 each figure the median of its repeats. Target: threads on ≤ 1.15 x threads off.
 
 concurrency.py's machinery (``concurrency._level``): the same paced upstream, client and
@@ -11,7 +11,7 @@ tokens (default 100) back to back, so that what a kept run costs at its start an
 thread saved as it begins, folded and saved as it ends, the Redis run keys) falls in the
 window with its tokens. The CPU is the bridge process's; Redis's own is not counted.
 
-    python benchmarks/threads_cpu.py          # 200 streams, 3 x 10 s each: results/threads_cpu.json
+    python benchmarks/threads_cpu.py          # 200 streams, 6 x 10 s each: results/threads_cpu.json
     python benchmarks/threads_cpu.py --smoke  # 5 streams for 0.6 s, writes nothing
 
 Every stream must deliver each of its tokens and end (RUN_FINISHED); otherwise the run exits
@@ -34,7 +34,7 @@ import harness
 from harness import Outcome, Row, ServerStack, Spec
 from thread_stores import redis_server
 
-FULL = {"streams": 200, "duration": 10.0, "ramp": 3.0, "repeats": 3, "run_tokens": 100}
+FULL = {"streams": 200, "duration": 10.0, "ramp": 3.0, "repeats": 6, "run_tokens": 100}
 SMOKE = {"streams": 5, "duration": 0.6, "ramp": 0.1, "repeats": 1, "run_tokens": 6}
 TARGET_RATIO = 1.15
 MODES = ("off", "memory", "redis")
