@@ -186,10 +186,10 @@ async def runs(
     rate: float,
     run_tokens: int,
     window: Window,
-    first_tokens: int | None = None,
+    first_tokens: int = 0,
 ) -> StreamOutcome:
     """One client's runs back to back from ``start_at`` to ``until``, each ``run_tokens``
-    tokens long (the first ``first_tokens`` long when given, the last one shorter), a new
+    tokens long (the first ``first_tokens`` long when above 0, the last one shorter), a new
     request each: so that runs begin and end in the steady window, and what a run costs at its
     start and end is counted with its tokens."""
     await asyncio.sleep(max(0.0, start_at - time.time()))
@@ -251,8 +251,8 @@ async def _level(
     window = Window(start_ns=int((t0 + ramp + settle) * 1e9), end_ns=int(until * 1e9))
     starts = [t0 + ramp * i / streams for i in range(streams)]
     # Runs back to back: each stream's first run is cut so that the runs' boundaries fall
-    # evenly over a run's time, not in waves as the ramp would have them (a window that held a
-    # wave of starts and ends more than the next measured a tenth more CPU per token).
+    # evenly over a run's time, not in waves as the ramp would have them (a window could hold
+    # a wave of starts and ends more than another).
     period = (run_tokens or 1) / rate
     firsts = [round(((period - ramp) * i / streams) % period * rate) for i in range(streams)]
     tasks = [
@@ -272,7 +272,7 @@ async def _level(
             rate=rate,
             run_tokens=run_tokens,
             window=window,
-            first_tokens=first or None,
+            first_tokens=first,
         )
         for start, first in zip(starts, firsts, strict=True)
     ]
