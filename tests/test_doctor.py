@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 
 from bridge.cli.command import main
 from bridge.cli.demo import SCRIPTED_MODELS, create_scripted_upstream
-from bridge.cli.doctor import HARMONY_REASONING, diagnose
+from bridge.cli.doctor import HARMONY_REASONING, PROBE_TOOL_PROMPT, diagnose
 from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording
 from bridge.cli.settings import config_from_args
@@ -363,16 +363,19 @@ def test_a_bad_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
 # --- servers told by their answers; a call in no known format -----------------------------------
 
 
-def _fake_server(owner: str, versions: dict[str, Any]) -> Starlette:
+def _fake_server(
+    owner: str, versions: dict[str, Any], tool_answer: str = "CALL get_weather WITH city=Paris"
+) -> Starlette:
     """Lists one model owned by ``owner``, serves ``versions`` (path: JSON) and answers every
-    chat request with a whole ``chat.completion`` whose text writes a call in no known format."""
+    chat request with a whole ``chat.completion``; one with tools gets ``tool_answer`` (by
+    default a call in no known format)."""
 
     async def models(request: Request) -> JSONResponse:
         return JSONResponse({"object": "list", "data": [{"id": "m1", "owned_by": owner}]})
 
     async def chat(request: Request) -> JSONResponse:
         body = await request.json()
-        content = "CALL get_weather WITH city=Paris" if body.get("tools") else "Hi."
+        content = tool_answer if body.get("tools") else "Hi."
         message = {"role": "assistant", "content": content}
         return JSONResponse(
             {
@@ -551,3 +554,22 @@ def test_a_web_page_for_a_models_list_is_told(capsys: pytest.CaptureFixture[str]
         f"GET /models answered HTTP 200 with no models list (text/html): is {url} the API's "
         f"base URL? did you mean --upstream-url {url}/v1?"
     ]
+
+
+def test_a_model_that_says_the_prompt_back_is_not_taken_for_one_writing_calls_as_text() -> None:
+    """A small model may echo the chat's turns, the probe's prompt and the tool's definition,
+    both naming the tool (llama.cpp's GLM template and its tiny test model): that is no call
+    written as text."""
+    echo = (
+        f"<|user|>{PROBE_TOOL_PROMPT}</|user|>\n\nYou may call one or more functions.\n<tools>\n"
+        '{"type": "function", "function": {"name": "get_weather", "description": "Current'
+    )
+    with serve(_fake_server("sglang", {}, tool_answer=echo)) as url:
+        report = asyncio.run(diagnose(f"{url}/v1"))
+    assert report["tool_calls"] == "none"
+    assert not [w for w in report["warnings"] if "does not know" in w], report["warnings"]
+    assert "asked to use a tool, the model called none" in report["warnings"]
+    # Named outside the prompt said back, it still is.
+    with serve(_fake_server("sglang", {}, tool_answer=f"{echo} get_weather(Paris)")) as url:
+        report = asyncio.run(diagnose(f"{url}/v1"))
+    assert [w for w in report["warnings"] if "does not know" in w]

@@ -5,6 +5,7 @@ what the bridge with those flags makes of the answers."""
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from bridge.cli.doctor.llamacpp import (
     reasoning_format,
     template_takes_tools,
 )
-from bridge.cli.doctor.view import PROBE_TOOL, bridge_view
+from bridge.cli.doctor.view import PROBE_TOOL, PROBE_TOOL_PROMPT, bridge_view
 from bridge.core.decode import decode_chat_chunk
 from bridge.core.decode_responses import ResponsesDecoder
 from bridge.core.errors import (
@@ -249,6 +250,19 @@ def _flags(found: _Findings) -> list[str]:
     return flags
 
 
+#: The tool's name as its definition gives it (``"name": "get_weather", "description": …``).
+_DEFINED = re.compile(re.escape(str(PROBE_TOOL["name"])) + r"""["'\s,:]*description""")
+
+
+def _names_the_tool(text: str) -> bool:
+    """Whether the model's text names the probe's tool other than by saying back what it was
+    sent: a small model may echo the chat's turns, the prompt and the tool's definition
+    (llama.cpp's GLM template with its tiny test model)."""
+    text = text.replace(PROBE_TOOL_PROMPT, "")
+    named = re.finditer(re.escape(str(PROBE_TOOL["name"])), text)
+    return any(_DEFINED.match(text, name.start()) is None for name in named)
+
+
 def _advice(found: _Findings, answers: Sequence[Answer], takes_tools: bool) -> list[str]:
     out: list[str] = []
     if found.reasoning == "tags" and found.tag_name not in (None, "think"):
@@ -271,7 +285,7 @@ def _advice(found: _Findings, answers: Sequence[Answer], takes_tools: bool) -> l
             error = tools.error
             out.append(f"a request with a tool failed: {error.message} [{error.code}]")
     elif tools is not None and found.tool_calls == "none":
-        if str(PROBE_TOOL["name"]) in found.tool_text:
+        if _names_the_tool(found.tool_text):
             excerpt = found.tool_text.strip()[:120]
             out.append(
                 "the model seems to write its tool calls as text in a format the bridge does "

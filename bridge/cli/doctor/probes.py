@@ -27,7 +27,7 @@ from bridge.cli.doctor.findings import (
     finish,
     key_refused,
 )
-from bridge.cli.doctor.view import PROBE_TOOL
+from bridge.cli.doctor.view import PROBE_TOOL, PROBE_TOOL_PROMPT
 from bridge.config import BridgeConfig
 from bridge.core.errors import (
     BridgeError,
@@ -42,7 +42,6 @@ from bridge.serve.run.request import build_chat_request, build_responses_request
 from bridge.serve.upstream.client import UpstreamClient
 
 _PLAIN_PROMPT = "Hello! Who are you? Answer in one short sentence."
-_TOOL_PROMPT = "What's the weather in Paris? Use the get_weather tool."
 _SENT_BACK_REASONING = "The user wants the weather in Paris, so I call get_weather."
 _MAX_TOKENS = 256
 #: Hosted APIs known by their address.
@@ -166,13 +165,13 @@ async def _probe(client: UpstreamClient, config: BridgeConfig) -> list[Answer]:
     answers = [await _read(client, "plain", build_chat_request(plain, config))]
     if _unreachable(answers[0].error):
         return answers
-    asked = _run_input([_user(_TOOL_PROMPT)], limit, tools=True)
+    asked = _run_input([_user(PROBE_TOOL_PROMPT)], limit, tools=True)
     answers.append(await _read(client, "tools", build_chat_request(asked, config)))
     if answers[1].ok and "tool_calls" not in delta_fields(answers[1].chunks):
         # Asked, a small model may answer in words: forced, it shows whether the server can
         # return calls at all (llama.cpp constrains the answer to a call).
         forced_limit = {**limit, "tool_choice": "required"}
-        forced = _run_input([_user(_TOOL_PROMPT)], forced_limit, tools=True)
+        forced = _run_input([_user(PROBE_TOOL_PROMPT)], forced_limit, tools=True)
         answers.append(await _read(client, "tools_forced", build_chat_request(forced, config)))
     responses = build_responses_request(plain, config)
     answers.append(await _read(client, "responses", responses, "/responses"))
@@ -237,7 +236,7 @@ def _tool_loop(*, with_reasoning: bool) -> RunAgentInput:
         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
     }
     messages = [
-        _user(_TOOL_PROMPT),
+        _user(PROBE_TOOL_PROMPT),
         {"id": "doctor-reasoning", "role": "reasoning", "content": _SENT_BACK_REASONING},
         {"id": "doctor-assistant", "role": "assistant", "toolCalls": [call]},
         {

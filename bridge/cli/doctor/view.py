@@ -11,6 +11,8 @@ from bridge.cli.doctor.answer import Answer
 from bridge.core.errors import BridgeError
 from bridge.core.translate import ChatStreamTranslator, TranslateOptions
 
+#: What the tool probes ask (it names ``PROBE_TOOL``).
+PROBE_TOOL_PROMPT = "What's the weather in Paris? Use the get_weather tool."
 #: The tool the doctor offers and asks for (an AG-UI tool).
 PROBE_TOOL: dict[str, Any] = {
     "name": "get_weather",
