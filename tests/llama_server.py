@@ -299,7 +299,9 @@ def server_command(
         "--reasoning-format", reasoning_format,
         "-c", str(2048 * SLOTS),
         "-np", str(SLOTS),
-        "-t", "2",
+        # One thread: ggml's threads spin while they wait for each other; with the rest of the
+        # suite beside it, two took three times the CPU for the same tokens (and longer).
+        "-t", "1",
         *extra,
     ]  # fmt: skip
 
