@@ -19,7 +19,8 @@ from starlette.routing import Mount, Route
 
 from bridge.cli.command import main
 from bridge.cli.demo import SCRIPTED_MODELS, create_scripted_upstream
-from bridge.cli.doctor import HARMONY_REASONING, PROBE_TOOL_PROMPT, diagnose
+from bridge.cli.doctor import HARMONY_REASONING, diagnose
+from bridge.cli.doctor.view import PROBE_TOOL_PROMPT
 from bridge.cli.parser import build_parser
 from bridge.cli.replay import create_replay_app, load_recording
 from bridge.cli.settings import config_from_args

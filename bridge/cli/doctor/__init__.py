@@ -8,13 +8,12 @@ that failed and why (refused, DNS, TLS, an HTTP 404 and the base URL probably me
 from bridge.cli.doctor.findings import DEFAULT_KEY_ENV, HARMONY_REASONING
 from bridge.cli.doctor.probes import diagnose
 from bridge.cli.doctor.report import redacted_output, render_table
-from bridge.cli.doctor.view import PROBE_TOOL, PROBE_TOOL_PROMPT
+from bridge.cli.doctor.view import PROBE_TOOL
 
 __all__ = [
     "DEFAULT_KEY_ENV",
     "HARMONY_REASONING",
     "PROBE_TOOL",
-    "PROBE_TOOL_PROMPT",
     "diagnose",
     "redacted_output",
     "render_table",

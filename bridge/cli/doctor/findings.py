@@ -250,8 +250,9 @@ def _flags(found: _Findings) -> list[str]:
     return flags
 
 
+_TOOL_NAME = re.compile(re.escape(str(PROBE_TOOL["name"])))
 #: The tool's name as its definition gives it (``"name": "get_weather", "description": …``).
-_DEFINED = re.compile(re.escape(str(PROBE_TOOL["name"])) + r"""["'\s,:]*description""")
+_DEFINED = re.compile(_TOOL_NAME.pattern + r"""["'\s,:]*description""")
 
 
 def _names_the_tool(text: str) -> bool:
@@ -259,8 +260,7 @@ def _names_the_tool(text: str) -> bool:
     sent: a small model may echo the chat's turns, the prompt and the tool's definition
     (llama.cpp's GLM template with its tiny test model)."""
     text = text.replace(PROBE_TOOL_PROMPT, "")
-    named = re.finditer(re.escape(str(PROBE_TOOL["name"])), text)
-    return any(_DEFINED.match(text, name.start()) is None for name in named)
+    return any(_DEFINED.match(text, name.start()) is None for name in _TOOL_NAME.finditer(text))
 
 
 def _advice(found: _Findings, answers: Sequence[Answer], takes_tools: bool) -> list[str]:

@@ -11,8 +11,6 @@ from bridge.cli.doctor.answer import Answer
 from bridge.core.errors import BridgeError
 from bridge.core.translate import ChatStreamTranslator, TranslateOptions
 
-#: What the tool probes ask (it names ``PROBE_TOOL``).
-PROBE_TOOL_PROMPT = "What's the weather in Paris? Use the get_weather tool."
 #: The tool the doctor offers and asks for (an AG-UI tool).
 PROBE_TOOL: dict[str, Any] = {
     "name": "get_weather",
@@ -23,6 +21,8 @@ PROBE_TOOL: dict[str, Any] = {
         "required": ["city"],
     },
 }
+#: What the tool probes ask: to use ``PROBE_TOOL``, by its name.
+PROBE_TOOL_PROMPT = f"What's the weather in Paris? Use the {PROBE_TOOL['name']} tool."
 
 
 def bridge_view(answers: Sequence[Answer], flags: list[str]) -> dict[str, Any]:
