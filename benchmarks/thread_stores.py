@@ -34,7 +34,7 @@ from typing import Any
 
 from harness import free_port
 
-from bridge.serve.threads.store import Batch, ThreadSummary
+from bridge.serve.threads.store import Batch, RunKey, ThreadSummary
 from bridge.serve.threads.stores import thread_store
 
 OWNER = "0" * 64
@@ -76,12 +76,14 @@ def batch(first: int, size: int = 8) -> Batch:
 async def appends(url: str, count: int) -> dict[str, float]:
     kept = thread_store(url, ttl=600)
     try:
-        await kept.run_begin("bench-append", OWNER, "t1")
+        await kept.run_begin(RunKey(OWNER, "bench-append"), "t1")
         cpu, wall = time.process_time(), time.perf_counter()
         for index in range(count):
-            await kept.run_append("bench-append", batch(1 + 8 * index), ended=index == count - 1)
+            await kept.run_append(
+                RunKey(OWNER, "bench-append"), batch(1 + 8 * index), ended=index == count - 1
+            )
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        got = await kept.run_events("bench-append", 0, 0)
+        got = await kept.run_events(RunKey(OWNER, "bench-append"), 0, 0)
         frames = [frame for b in got for frame in b.frames]
         if kept.shared and frames != [FRAME % n for n in range(1, 1 + 8 * count)]:
             raise SystemExit(f"{url}: the batches read back are not the batches appended")
@@ -95,12 +97,12 @@ async def follows(url: str, count: int) -> dict[str, float]:
     appended: dict[int, float] = {}
     delays: list[float] = []
     try:
-        await writer.run_begin("bench-follow", OWNER, "t1")
+        await writer.run_begin(RunKey(OWNER, "bench-follow"), "t1")
 
         async def follow() -> None:
             seen = 0
             while seen < 8 * count:
-                for got in await reader.run_events("bench-follow", seen, 5):
+                for got in await reader.run_events(RunKey(OWNER, "bench-follow"), seen, 5):
                     if got.first != seen + 1:
                         raise SystemExit(f"{url}: batch {got.first} after frame {seen}")
                     delays.append(time.perf_counter() - appended[got.first])
@@ -110,7 +112,9 @@ async def follows(url: str, count: int) -> dict[str, float]:
         for index in range(count):
             first = 1 + 8 * index
             appended[first] = time.perf_counter()
-            await writer.run_append("bench-follow", batch(first), ended=index == count - 1)
+            await writer.run_append(
+                RunKey(OWNER, "bench-follow"), batch(first), ended=index == count - 1
+            )
             await asyncio.sleep(0.01)
         await asyncio.wait_for(follower, 30)
     finally:

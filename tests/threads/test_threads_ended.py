@@ -13,7 +13,7 @@ from bridge.serve.threads import ended as ended_module
 from bridge.serve.threads.ended import EndedRun, LiveRuns
 from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.run_frames import RunGoneError
-from bridge.serve.threads.store import RUN_KEPT
+from bridge.serve.threads.store import RUN_KEPT, RunKey
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +45,7 @@ async def test_a_settled_run_keeps_its_frames_alone_and_gives_them_after_any_fra
     live = await ended_live("r1")
     runs.add(live)
     runs.settle(live)
-    kept = runs.get("r1")
+    kept = runs.get(RunKey("owner", "r1"))
     assert isinstance(kept, EndedRun)
     assert (kept.ended, kept.last, kept.cancel()) == (True, 3, False)
     assert runs.of_thread("owner", "thread-r1") is None
@@ -80,7 +80,10 @@ async def test_ended_runs_go_after_RUN_KEPT(monkeypatch: pytest.MonkeyPatch) -> 
         runs.settle(live)
         now[0] += 10
     now[0] = 1000.0 + RUN_KEPT + 5  # r1 ended RUN_KEPT + 5 s ago, r2 RUN_KEPT - 5 s ago
-    assert (runs.get("r1"), isinstance(runs.get("r2"), EndedRun)) == (None, True)
+    assert (
+        runs.get(RunKey("owner", "r1")),
+        isinstance(runs.get(RunKey("owner", "r2")), EndedRun),
+    ) == (None, True)
 
 
 async def test_ended_runs_past_ENDED_CHARS_go_the_oldest_first(
@@ -92,4 +95,8 @@ async def test_ended_runs_past_ENDED_CHARS_go_the_oldest_first(
         live = await ended_live(run_id, count=10, chars=40)  # about 900 characters a run
         runs.add(live)
         runs.settle(live)
-    assert [runs.get(r) is not None for r in ("r1", "r2", "r3")] == [False, True, True]
+    assert [runs.get(RunKey("owner", r)) is not None for r in ("r1", "r2", "r3")] == [
+        False,
+        True,
+        True,
+    ]

@@ -20,7 +20,8 @@ import pytest
 from test_load_balancer import AUTHORIZATION, ENVIRONMENT, Replica, started
 from threads_tools import checked, hydrate_body, numbers, sse, wait_until
 
-from bridge.serve.threads.records import digest
+from bridge.serve.threads.owner import bearer_owner
+from bridge.serve.threads.store import RunKey
 from faulty_upstream import FaultyUpstream, fault_model, faulty_upstream
 from nginx_server import Nginx, nginx, require_nginx
 from redis_server import RedisServer
@@ -201,7 +202,8 @@ def test_a_run_goes_to_redis_as_it_goes_only_once_a_follower_elsewhere_asks(
     from redis import Redis
 
     given = _run_input("th-wanted", "run-wanted")
-    run = digest(given["runId"])
+    token = AUTHORIZATION["Authorization"].partition(" ")[2]
+    run = RunKey(bearer_owner(token), given["runId"]).name
     admin = Redis.from_url(balanced.redis_url)
     try:
 

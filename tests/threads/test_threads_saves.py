@@ -17,7 +17,7 @@ from bridge.cli.demo import create_scripted_upstream
 from bridge.serve.http.app import create_app
 from bridge.serve.http.threads import _from_store
 from bridge.serve.threads import redis_store
-from bridge.serve.threads.store import Batch, RunInfo
+from bridge.serve.threads.store import Batch, RunInfo, RunKey
 from redis_server import RedisServer
 from servers import scripted_config, serve
 
@@ -57,14 +57,14 @@ class _EndsMeanwhile:
     def __init__(self) -> None:
         self.reads = 0
 
-    async def want(self, run_id: str, process: str) -> None:
+    async def want(self, run: RunKey, process: str) -> None:
         return None
 
-    async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
+    async def run_events(self, run: RunKey, after: int, wait: float) -> list[Batch]:
         self.reads += 1
         return [] if self.reads == 1 else [Batch(1, (FRAME, END))]
 
-    async def run_info(self, run_id: str) -> RunInfo:
+    async def run_info(self, run: RunKey) -> RunInfo:
         return RunInfo(owner="o", thread_id="t", ended=True, process="p")
 
 
@@ -76,5 +76,5 @@ END = 'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n'
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_run_that_ends_between_a_read_and_a_look_is_given_whole(anyio_backend: str) -> None:
     keeper = SimpleNamespace(store=_EndsMeanwhile(), config=SimpleNamespace(keepalive_interval=1))
-    given = [item async for item in _from_store(keeper, "r", 0, "p")]  # type: ignore[arg-type]
+    given = [item async for item in _from_store(keeper, RunKey("o", "r"), 0, "p")]  # type: ignore[arg-type]
     assert given == [(1, [FRAME, END])]

@@ -138,6 +138,7 @@ def test_a_follower_of_a_run_whose_process_died_is_told_so(
     import anyio
 
     from bridge.serve.threads.owner import Owners
+    from bridge.serve.threads.store import RunKey
     from bridge.serve.threads.stores import thread_store
 
     url = redis.url if kind == "redis" else tmp_path.as_uri()
@@ -155,7 +156,8 @@ def test_a_follower_of_a_run_whose_process_died_is_told_so(
 
             async def begun() -> None:
                 kept = thread_store(url, ttl=600)
-                await kept.run_begin("run-of-the-dead", owner, "th-dead", "dead-process")
+                dead = RunKey(owner, "run-of-the-dead")
+                await kept.run_begin(dead, "th-dead", "dead-process")
                 await kept.aclose()
 
             anyio.run(begun)

@@ -27,7 +27,13 @@ from bridge.serve.threads.file_store import FileThreads
 from bridge.serve.threads.memory_store import MemoryThreads
 from bridge.serve.threads.records import digest
 from bridge.serve.threads.redis_store import RedisThreads
-from bridge.serve.threads.store import Batch, ThreadStore, ThreadStoreError, ThreadSummary
+from bridge.serve.threads.store import (
+    Batch,
+    RunKey,
+    ThreadStore,
+    ThreadStoreError,
+    ThreadSummary,
+)
 from bridge.serve.threads.stores import thread_store
 from bridge.serve.tools.claims import REDIS_TIMEOUT
 from redis_server import RedisServer
@@ -93,6 +99,14 @@ async def keep(kept: ThreadStore, thread_id: str, document: bytes, owner: str = 
     await kept.save(owner, thread_id, document, summary(thread_id))
 
 
+def run(run_id: str, owner: str = OWNER) -> RunKey:
+    return RunKey(owner, run_id)
+
+
+def runs(*run_ids: str) -> list[RunKey]:
+    return [run(run_id) for run_id in run_ids]
+
+
 def frames(first: int, last: int) -> list[str]:
     return [
         f'data: {{"type":"TEXT_MESSAGE_CONTENT","delta":"{n}"}}\n\n' for n in range(first, last + 1)
@@ -156,15 +170,15 @@ async def test_a_run_begun_with_its_thread_saves_the_thread_too(
                 stats = await admin.info("commandstats")
                 return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
 
-            await kept.run_begin("warm", OWNER, "tw", saving=(b"{}", summary("tw")))
+            await kept.run_begin(run("warm", OWNER), "tw", saving=(b"{}", summary("tw")))
             before = await evalshas()
-        await kept.run_begin("r1", OWNER, "t1", "p", saving=(b'{"n": 1}', summary("t1")))
+        await kept.run_begin(run("r1", OWNER), "t1", "p", saving=(b'{"n": 1}', summary("t1")))
         assert await kept.load(OWNER, "t1") == b'{"n": 1}'
         if kind == "redis":
             assert await evalshas() == before + 1
             await admin.aclose()
         if kept.shared:
-            info = await kept.run_info("r1")
+            info = await kept.run_info(run("r1"))
             assert info is not None and (info.owner, info.thread_id, info.ended) == (
                 OWNER,
                 "t1",
@@ -182,7 +196,7 @@ async def test_another_owner_finds_nothing_of_a_thread(
         await keep(kept, "shared-id", b"alice's")
         assert await kept.load(OTHER, "shared-id") is None
         assert await kept.threads(OTHER) == []
-        assert await kept.forget(OTHER, "shared-id") is False
+        assert await kept.forget(OTHER, "shared-id") is None
         await keep(kept, "shared-id", b"mallory's", owner=OTHER)
         assert await kept.load(OWNER, "shared-id") == b"alice's"
         assert await kept.load(OTHER, "shared-id") == b"mallory's"
@@ -213,8 +227,8 @@ async def test_a_forgotten_thread_is_gone(kind: str, url_of: Callable[[str], str
     async with opened(url_of(kind)) as kept:
         await keep(kept, "t1", b"one")
         await keep(kept, "t2", b"two")
-        assert await kept.forget(OWNER, "t1") is True
-        assert await kept.forget(OWNER, "t1") is False
+        assert await kept.forget(OWNER, "t1") == summary("t1")
+        assert await kept.forget(OWNER, "t1") is None
         assert await kept.load(OWNER, "t1") is None
         assert [s.id for s in await kept.threads(OWNER)] == ["t2"]
 
@@ -237,7 +251,7 @@ async def test_a_thread_expires_ttl_after_its_last_save(
         await anyio.sleep(1.1)
         assert await kept.load(OWNER, "renewed") is None
         assert await kept.threads(OWNER) == []
-        assert await kept.forget(OWNER, "renewed") is False
+        assert await kept.forget(OWNER, "renewed") is None
     assert (old, listed, renewed) == (None, ["renewed"], b"renewed again")
 
 
@@ -252,9 +266,9 @@ async def test_the_file_store_removes_what_expired_from_the_disk(
     async with opened(tmp_path.as_uri(), ttl=0.5) as kept:
         await keep(kept, "t1", b"x" * 1000)
         await keep(kept, "t2", b"y", owner=OTHER)
-        await kept.run_begin("r1", OWNER, "t1")
-        await kept.run_append("r1", Batch(1, frames(1, 2)), ended=True)
-        await kept.cancel("r1")
+        await kept.run_begin(run("r1", OWNER), "t1")
+        await kept.run_append(run("r1"), Batch(1, frames(1, 2)), ended=True)
+        await kept.cancel(run("r1"))
         before = files_under(tmp_path)
         await anyio.sleep(1.0)
         await kept.threads(OWNER)  # any operation sweeps (SWEEP_EVERY = 0)
@@ -358,20 +372,20 @@ async def test_ids_of_any_characters_are_kept_apart_and_never_name_a_path_or_key
         loaded = [await kept.load(OWNER, thread_id) for thread_id in ODD_IDS]
         listed = {s.id for s in await kept.threads(OWNER)}
         for run_id in ODD_IDS[:3]:
-            await kept.cancel(run_id)
-        cancelled = await kept.cancelled([*ODD_IDS, "never"])
+            await kept.cancel(run(run_id))
+        cancelled = await kept.cancelled(runs(*ODD_IDS, "never"))
         if kind != "memory":
             for run_id in ODD_IDS:
-                await kept.run_begin(run_id, OWNER, run_id)
-                await kept.run_append(run_id, Batch(1, [f"data: {run_id!r}\n\n"]), ended=True)
+                await kept.run_begin(run(run_id, OWNER), run_id)
+                await kept.run_append(run(run_id), Batch(1, [f"data: {run_id!r}\n\n"]), ended=True)
             for run_id in ODD_IDS:
-                info = await kept.run_info(run_id)
+                info = await kept.run_info(run(run_id))
                 assert (info.owner, info.thread_id, info.ended) == (OWNER, run_id, True)
-                [read] = await kept.run_events(run_id, 0, wait=0)
+                [read] = await kept.run_events(run(run_id), 0, wait=0)
                 assert read.frames == (f"data: {run_id!r}\n\n",)
     assert loaded == [f"doc {index}".encode() for index in range(len(ODD_IDS))]
     assert listed == set(ODD_IDS)
-    assert cancelled == ODD_IDS[:3]
+    assert cancelled == runs(*ODD_IDS[:3])
     hex_name = re.compile(r"[0-9a-f]{64}(\.events|\.ended)?")
     if kind == "file":
         names = [name.rpartition("/")[2] for name in files_under(tmp_path)]
@@ -396,10 +410,10 @@ async def test_ids_of_any_characters_are_kept_apart_and_never_name_a_path_or_key
 async def begun(kept: ThreadStore, run_id: str, ended: bool = True) -> list[str]:
     """A run of seven frames in three batches (``[1-3] [4] [5-7]``), ended or going; its
     frames."""
-    await kept.run_begin(run_id, OWNER, "t1")
-    await kept.run_append(run_id, Batch(1, frames(1, 3)))
-    await kept.run_append(run_id, Batch(4, frames(4, 4)))
-    await kept.run_append(run_id, Batch(5, frames(5, 7)), ended=ended)
+    await kept.run_begin(run(run_id, OWNER), "t1")
+    await kept.run_append(run(run_id), Batch(1, frames(1, 3)))
+    await kept.run_append(run(run_id), Batch(4, frames(4, 4)))
+    await kept.run_append(run(run_id), Batch(5, frames(5, 7)), ended=ended)
     return frames(1, 7)
 
 
@@ -417,16 +431,16 @@ async def test_a_runs_events_are_read_after_every_frame_number(
     url = url_of(kind)
     async with opened(url) as kept, opened(url) as other:
         going = await begun(kept, "run-1", ended=False)
-        info_going = await other.run_info("run-1")
-        await kept.run_append("run-1", Batch(8, frames(8, 8)), ended=True)
+        info_going = await other.run_info(run("run-1"))
+        await kept.run_append(run("run-1"), Batch(8, frames(8, 8)), ended=True)
         sent = [*going, *frames(8, 8)]
         for reader in (kept, other):
             for seen in range(len(sent) + 1):
-                batches = await reader.run_events("run-1", seen, 0)
+                batches = await reader.run_events(run("run-1"), seen, 0)
                 assert after(batches, seen) == sent[seen:], seen
                 assert all(batch.last > seen for batch in batches)
-        info_ended = await other.run_info("run-1")
-        unknown = await other.run_info("no-such-run")
+        info_ended = await other.run_info(run("run-1"))
+        unknown = await other.run_info(run("no-such-run"))
     assert info_going is not None and info_going.ended is False
     assert info_ended is not None and info_ended.ended is True
     assert (info_ended.owner, info_ended.thread_id) == (OWNER, "t1")
@@ -438,8 +452,8 @@ async def test_the_memory_store_keeps_no_run_events() -> None:
     keeps none and does not wait."""
     async with opened("memory") as kept:
         await begun(kept, "run-1")
-        assert await kept.run_info("run-1") is None
-        assert await kept.run_events("run-1", 0, wait=3600) == []
+        assert await kept.run_info(run("run-1")) is None
+        assert await kept.run_events(run("run-1"), 0, wait=3600) == []
 
 
 @pytest.mark.parametrize("kind", SHARED)
@@ -453,13 +467,13 @@ async def test_a_follower_waiting_receives_the_batch_appended_meanwhile(
     batch, not an error: the blocking read has a connection of its own."""
     url = url_of(kind)
     async with opened(url) as kept, opened(url) as other:
-        await kept.run_begin("run-w", OWNER, "t1")
-        await kept.run_append("run-w", Batch(1, frames(1, 2)))
-        follower = asyncio.ensure_future(kept.run_events("run-w", 2, wait=REDIS_TIMEOUT + 30))
+        await kept.run_begin(run("run-w", OWNER), "t1")
+        await kept.run_append(run("run-w"), Batch(1, frames(1, 2)))
+        follower = asyncio.ensure_future(kept.run_events(run("run-w"), 2, wait=REDIS_TIMEOUT + 30))
         await anyio.sleep(REDIS_TIMEOUT + 0.5 if kind == "redis" else 0.5)
         waiting = not follower.done()
         appender = kept if writer == "same" else other
-        await appender.run_append("run-w", Batch(3, frames(3, 4)), ended=True)
+        await appender.run_append(run("run-w"), Batch(3, frames(3, 4)), ended=True)
         received = await follower
     assert waiting
     assert received == [Batch(3, tuple(frames(3, 4)))]
@@ -474,11 +488,11 @@ async def test_a_follower_of_a_run_with_no_batch_yet_waits_for_its_first(
     again (a spin) until the run's end."""
     url = url_of(kind)
     async with opened(url) as kept, opened(url) as other:
-        await kept.run_begin("run-first", OWNER, "t1")
-        follower = asyncio.ensure_future(other.run_events("run-first", 0, wait=30))
+        await kept.run_begin(run("run-first", OWNER), "t1")
+        follower = asyncio.ensure_future(other.run_events(run("run-first"), 0, wait=30))
         await anyio.sleep(0.5)
         waiting = not follower.done()
-        await kept.run_append("run-first", Batch(1, frames(1, 2)))
+        await kept.run_append(run("run-first"), Batch(1, frames(1, 2)))
         received = await follower
     assert waiting
     assert received == [Batch(1, tuple(frames(1, 2)))]
@@ -493,7 +507,7 @@ async def test_an_ended_run_is_not_waited_for_and_an_unknown_run_has_no_events(
     it is done before a task that waits one second is)."""
     async with opened(url_of(kind)) as kept:
         await begun(kept, "run-e")
-        read = asyncio.ensure_future(kept.run_events("run-e", 7, wait=30))
+        read = asyncio.ensure_future(kept.run_events(run("run-e"), 7, wait=30))
         sleeper = asyncio.ensure_future(anyio.sleep(1))
         done, _ = await asyncio.wait({read, sleeper}, return_when=asyncio.FIRST_COMPLETED)
         assert done == {read} and read.result() == []
@@ -511,17 +525,17 @@ async def test_a_run_ended_by_a_batch_of_no_frames_ends_its_followers_wait(
     task that waits two seconds is, though it would have waited thirty)."""
     url = url_of(kind)
     async with opened(url) as kept, opened(url) as other:
-        await kept.run_begin("run-0", OWNER, "t1")
+        await kept.run_begin(run("run-0", OWNER), "t1")
         if frames_before:
-            await kept.run_append("run-0", Batch(1, frames(1, frames_before)))
-        follower = asyncio.ensure_future(other.run_events("run-0", frames_before, wait=30))
+            await kept.run_append(run("run-0"), Batch(1, frames(1, frames_before)))
+        follower = asyncio.ensure_future(other.run_events(run("run-0"), frames_before, wait=30))
         await anyio.sleep(0.3)
-        await kept.run_append("run-0", Batch(frames_before + 1, []), ended=True)
+        await kept.run_append(run("run-0"), Batch(frames_before + 1, []), ended=True)
         sleeper = asyncio.ensure_future(anyio.sleep(2))
         done, _ = await asyncio.wait({follower, sleeper}, return_when=asyncio.FIRST_COMPLETED)
         assert done == {follower} and follower.result() == []
-        info = await other.run_info("run-0")
-        everything = await other.run_events("run-0", 0, wait=0)
+        info = await other.run_info(run("run-0"))
+        everything = await other.run_events(run("run-0"), 0, wait=0)
         await sleeper
     assert info is not None and info.ended
     assert after(everything, 0) == frames(1, frames_before)
@@ -535,11 +549,11 @@ async def test_a_runs_events_are_kept_RUN_KEPT_after_its_end(
     async with opened(url_of(kind)) as kept:
         await begun(kept, "ended")
         await begun(kept, "going", ended=False)
-        kept_at_end = await kept.run_info("ended")
+        kept_at_end = await kept.run_info(run("ended"))
         await anyio.sleep(1.5)
-        assert await kept.run_info("ended") is None
-        assert await kept.run_events("ended", 0, wait=0) == []
-        going = await kept.run_info("going")
+        assert await kept.run_info(run("ended")) is None
+        assert await kept.run_events(run("ended"), 0, wait=0) == []
+        going = await kept.run_info(run("going"))
     assert kept_at_end is not None and kept_at_end.ended
     assert going is not None and not going.ended
 
@@ -561,10 +575,10 @@ async def test_redis_keeps_a_going_run_an_hour_from_its_last_batch_and_an_ended_
                     f"thread:{digest(OWNER)}:{digest('t1')}",
                     f"threads:{digest(OWNER)}",
                     f"summaries:{digest(OWNER)}",
-                    f"run:{digest('going')}",
-                    f"events:{digest('going')}",
-                    f"run:{digest('ended')}",
-                    f"events:{digest('ended')}",
+                    f"run:{run('going').name}",
+                    f"events:{run('going').name}",
+                    f"run:{run('ended').name}",
+                    f"events:{run('ended').name}",
                 ]
             }
     finally:
@@ -586,11 +600,11 @@ async def test_a_cancel_asked_of_one_instance_is_seen_by_another_on_the_same_url
     url = url_of(kind)
     async with opened(url) as asker, opened(url) as runner:
         seer = asker if kind == "memory" else runner
-        assert await seer.cancelled(["run-1", "run-2"]) == []
-        await asker.cancel("run-2")
-        seen = await seer.cancelled(["run-1", "run-2", "run-3"])
-        assert await seer.cancelled([]) == []
-    assert seen == ["run-2"]
+        assert await seer.cancelled(runs("run-1", "run-2")) == []
+        await asker.cancel(run("run-2"))
+        seen = await seer.cancelled(runs("run-1", "run-2", "run-3"))
+        assert await seer.cancelled(runs()) == []
+    assert seen == runs("run-2")
 
 
 @pytest.mark.parametrize("kind", ["file", "redis"])
@@ -601,22 +615,22 @@ async def test_a_want_reaches_the_process_named_once_and_no_other(
     it, named as its run's info names it, takes the ask once; another process sees none."""
     url = url_of(kind)
     async with opened(url) as follower, opened(url) as runner:
-        await runner.run_begin("run-é\ud800", OWNER, "t1", "proc-a")
-        info = await follower.run_info("run-é\ud800")
+        await runner.run_begin(run("run-é\ud800", OWNER), "t1", "proc-a")
+        info = await follower.run_info(run("run-é\ud800"))
         assert info is not None and info.process == "proc-a"
-        assert await runner.wanted("proc-a", ["run-é\ud800", "run-2"]) == []
-        await follower.want("run-é\ud800", info.process)
-        assert await runner.wanted("proc-b", ["run-é\ud800"]) == []
-        assert await runner.wanted("proc-a", ["run-2", "run-é\ud800"]) == ["run-é\ud800"]
-        assert await runner.wanted("proc-a", ["run-é\ud800"]) == []  # taken
+        assert await runner.wanted("proc-a", runs("run-é\ud800", "run-2")) == []
+        await follower.want(run("run-é\ud800"), info.process)
+        assert await runner.wanted("proc-b", runs("run-é\ud800")) == []
+        assert await runner.wanted("proc-a", runs("run-2", "run-é\ud800")) == runs("run-é\ud800")
+        assert await runner.wanted("proc-a", runs("run-é\ud800")) == []  # taken
 
 
 async def test_the_memory_store_has_no_other_process_to_ask() -> None:
     async with opened("memory") as kept:
-        await kept.run_begin("run-1", OWNER, "t1", "proc-a")
-        await kept.want("run-1", "proc-a")
-        assert await kept.run_info("run-1") is None
-        assert await kept.wanted("proc-a", ["run-1"]) == []
+        await kept.run_begin(run("run-1", OWNER), "t1", "proc-a")
+        await kept.want(run("run-1"), "proc-a")
+        assert await kept.run_info(run("run-1")) is None
+        assert await kept.wanted("proc-a", runs("run-1")) == []
 
 
 # --- stores that fail -----------------------------------------------------------------------
@@ -639,14 +653,14 @@ async def test_redis_stopped_mid_use_is_a_thread_store_error_and_comes_back(tmp_
                 lambda: keep(kept, "t1", b"during"),
                 lambda: kept.threads(OWNER),
                 lambda: kept.forget(OWNER, "t1"),
-                lambda: kept.run_begin("run-2", OWNER, "t1"),
-                lambda: kept.run_append("run-1", Batch(8, frames(8, 8))),
-                lambda: kept.run_info("run-1"),
-                lambda: kept.run_events("run-1", 7, wait=5),
-                lambda: kept.cancel("run-1"),
-                lambda: kept.cancelled(["run-1"]),
-                lambda: kept.want("run-1", "proc-a"),
-                lambda: kept.wanted("proc-a", ["run-1"]),
+                lambda: kept.run_begin(run("run-2", OWNER), "t1"),
+                lambda: kept.run_append(run("run-1"), Batch(8, frames(8, 8))),
+                lambda: kept.run_info(run("run-1")),
+                lambda: kept.run_events(run("run-1"), 7, wait=5),
+                lambda: kept.cancel(run("run-1")),
+                lambda: kept.cancelled(runs("run-1")),
+                lambda: kept.want(run("run-1"), "proc-a"),
+                lambda: kept.wanted("proc-a", runs("run-1")),
             ]
             for operation in operations:
                 with pytest.raises(ThreadStoreError) as raised:
@@ -696,7 +710,7 @@ async def test_a_redis_that_never_answers_is_a_thread_store_error(tmp_path: Path
             with pytest.raises(ThreadStoreError) as loading:
                 await kept.load(OWNER, "t1")
             with pytest.raises(ThreadStoreError):
-                await kept.run_events("run-1", 0, wait=60)
+                await kept.run_events(run("run-1"), 0, wait=60)
             available = await kept.available()
     finally:
         server.close()

@@ -11,6 +11,7 @@ number), which ``Last-Event-ID`` gives back. Another owner's thread or run reads
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -38,7 +39,7 @@ from bridge.serve.run.loop import run_started
 from bridge.serve.threads.keeper import ThreadKeeper
 from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.run_frames import RunGoneError, ends_run, id_prefix, with_ids
-from bridge.serve.threads.store import ThreadStoreError
+from bridge.serve.threads.store import RunKey, ThreadStoreError
 from bridge.serve.threads.thread import Thread, dumped, snapshot_frames
 
 logger = logging.getLogger("agui_bridge")
@@ -102,11 +103,17 @@ async def forget_thread(bridge: Bridge, request: Request) -> Response:
     try:
         keeper, owner = keeper_of(bridge, request)
         live = keeper.live.of_thread(owner, thread_id)
-        if live is not None:  # its run would save it again as it ends
+        if live is not None:  # stopped, and its saves done (its begin's too) before the forget
             live.cancel()
-            await live.done
-        if not await keeper.store.forget(owner, thread_id) and live is None:
+            await asyncio.shield(live.saved)
+        # The forget makes a later save of a run begun before it come to nothing, wherever
+        # that run goes on; one going on in another process is asked to stop too.
+        forgotten = await keeper.store.forget(owner, thread_id)
+        if forgotten is None and live is None:
             raise _unknown("thread")
+        running = forgotten.running if forgotten is not None else None
+        if running is not None and (live is None or running != live.run_id):
+            await keeper.store.cancel(RunKey(owner, running))
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     except ThreadStoreError as exc:
@@ -118,17 +125,18 @@ async def cancel_run(bridge: Bridge, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     try:
         keeper, owner = keeper_of(bridge, request)
-        live = keeper.live.get(run_id)
-        if live is not None and live.owner == owner:
+        run = RunKey(owner, run_id)  # the caller's run of that id: never another owner's
+        live = keeper.live.get(run)
+        if live is not None:
             if not live.cancel():
                 raise _ended(run_id)
         else:
-            info = await keeper.store.run_info(run_id) if keeper.store.shared else None
-            if info is None or info.owner != owner:
+            info = await keeper.store.run_info(run) if keeper.store.shared else None
+            if info is None:
                 raise _unknown("run")
             if info.ended:
                 raise _ended(run_id)
-            await keeper.store.cancel(run_id)
+            await keeper.store.cancel(run)
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     except ThreadStoreError as exc:
@@ -146,10 +154,9 @@ async def run_events(bridge: Bridge, request: Request) -> Response:
     try:
         keeper, owner = keeper_of(bridge, request)
         after = _after(request, run_id)
-        live = keeper.live.get(run_id)
+        run = RunKey(owner, run_id)  # the caller's run of that id: never another owner's
+        live = keeper.live.get(run)
         if live is not None:  # this process's run
-            if live.owner != owner:
-                raise _unknown("run")
             if not live.can_follow(after):
                 raise InvalidRunInputError(
                     f"the run {run_id!r} passed --max-thread-bytes: its early events were let go",
@@ -160,7 +167,7 @@ async def run_events(bridge: Bridge, request: Request) -> Response:
             if isinstance(live, LiveRun):
                 return carry_response(bridge, live, after)
             return follow_response(bridge, run_id, live.follow(after))
-        source = await _from_other(keeper, owner, run_id, after)
+        source = await _from_other(keeper, run, after)
         bridge.telemetry.thread("reconnect", "", run_id, 0)
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
@@ -185,30 +192,31 @@ def _after(request: Request, run_id: str) -> int:
     return int(number)
 
 
-async def _from_other(keeper: ThreadKeeper, owner: str, run_id: str, after: int) -> Frames:
+async def _from_other(keeper: ThreadKeeper, run: RunKey, after: int) -> Frames:
     """The frames after ``after`` of a run of another process (a shared store), as the store
     has them; 404 for another owner's run or none."""
     if keeper.store.shared:
-        info = await keeper.store.run_info(run_id)
-        if info is not None and info.owner == owner:
-            return _from_store(keeper, run_id, after, "" if info.ended else info.process)
+        info = await keeper.store.run_info(run)
+        if info is not None:
+            return _from_store(keeper, run, after, "" if info.ended else info.process)
     raise _unknown("run")
 
 
-async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: str) -> Frames:
+async def _from_store(keeper: ThreadKeeper, run: RunKey, after: int, process: str) -> Frames:
     """A run of another process, as the store has its frames; ends with its terminal frame, or
     when the store has nothing more of it. ``process``: the one running it, asked to hand its
     frames to the store as they come (``""``: none, the run has ended)."""
+    run_id = run.run_id
     wait = keeper.config.keepalive_interval
     if process:
-        await keeper.store.want(run_id, process)
+        await keeper.store.want(run, process)
     # A run whose process died writes no more: after --run-timeout with nothing new, the
     # follower is let go (the run could not have gone on longer anyway).
     quiet_since = time.monotonic()
     ended = False
     while True:
         try:
-            batches = await keeper.store.run_events(run_id, after, 0 if ended else wait)
+            batches = await keeper.store.run_events(run, after, 0 if ended else wait)
         except ThreadStoreError as exc:  # its follower is told (follow_response)
             logger.warning("run %s: following it stopped: %s", run_id, exc.message)
             raise
@@ -223,7 +231,7 @@ async def _from_store(keeper: ThreadKeeper, run_id: str, after: int, process: st
         if ended:  # that was the look after the run's end: nothing more comes
             return
         if not batches:
-            info = await keeper.store.run_info(run_id)
+            info = await keeper.store.run_info(run)
             if info is not None and info.ended:
                 ended = True  # its end may have come since the read: one more look
                 continue
@@ -304,12 +312,13 @@ async def hydrate(
             bridge.telemetry.thread("hydrate", thread_id, live.run_id, live.last)
             return _following(bridge, live.run_id, live.follow(0), before, writer)
         if thread is not None and thread.running is not None and keeper.store.shared:
-            info = await keeper.store.run_info(thread.running)
+            running = RunKey(owner, thread.running)
+            info = await keeper.store.run_info(running)
             # Going on elsewhere, or ended with its thread not saved as it left it yet (its end's
             # save comes after its events): the run, whole, from the store.
-            if info is not None and info.owner == owner:
+            if info is not None:
                 process = "" if info.ended else info.process
-                source = _from_store(keeper, thread.running, 0, process)
+                source = _from_store(keeper, running, 0, process)
                 bridge.telemetry.thread("hydrate", thread_id, thread.running)
                 return _following(bridge, thread.running, source, thread, writer)
     except ThreadStoreError as exc:

@@ -362,10 +362,10 @@ async def resumed_results(
                 continue
         function = FunctionCall(name=name, arguments=arguments)
         approved.append(call.model_copy(update={"function": function}))
-        wanted[call.id] = (
-            claim_key(decision.interrupt_id or call.id),
-            decision.expires_at or _now(),
-        )
+        # Claimed by its signed token (made by the bridge, binding the thread and the call),
+        # never by the client's call id alone: every approved decision came with one.
+        assert decision.interrupt_id, "an approved call without its signed interrupt"
+        wanted[call.id] = (claim_key(decision.interrupt_id), decision.expires_at or _now())
     if claims is not None and approved:
         fresh = await _claimed(wanted, claims)
         for call in approved:

@@ -21,7 +21,7 @@ from itertools import accumulate
 
 from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.run_frames import RunGoneError
-from bridge.serve.threads.store import RUN_KEPT
+from bridge.serve.threads.store import RUN_KEPT, RunKey
 
 #: The characters of frames of ended runs a process keeps at most.
 ENDED_CHARS = 64 * 1024 * 1024
@@ -37,8 +37,7 @@ class EndedRun:
     frames, and a string each cost a third more memory (100 short frames: 13.7 KiB against
     9.2) and an object each for the allocator to make and let go."""
 
-    run_id: str
-    owner: str
+    key: RunKey
     thread_id: str
     text: str  # every frame kept, one after the other
     ends: array[int]  # where each frame ends in ``text``
@@ -54,7 +53,15 @@ class EndedRun:
         ends = array("Q", accumulate(map(len, frames)))
         base = live.last - len(frames)
         text = "".join(frames)
-        return cls(live.run_id, live.owner, live.thread_id, text, ends, base, time.monotonic())
+        return cls(live.key, live.thread_id, text, ends, base, time.monotonic())
+
+    @property
+    def run_id(self) -> str:
+        return self.key.run_id
+
+    @property
+    def owner(self) -> str:
+        return self.key.owner
 
     @property
     def chars(self) -> int:
@@ -91,25 +98,25 @@ class EndedRun:
 
 
 class LiveRuns:
-    """This process's runs going on (``LiveRun``), by run id and by thread, and those that
-    ended a moment ago (``EndedRun``), by run id."""
+    """This process's runs going on (``LiveRun``), by run (its owner's and its id) and by
+    thread, and those that ended a moment ago (``EndedRun``), by run."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, LiveRun] = {}
+        self._runs: dict[RunKey, LiveRun] = {}
         self._threads: dict[tuple[str, str], LiveRun] = {}
-        self._ended: OrderedDict[str, EndedRun] = OrderedDict()  # the oldest first
+        self._ended: OrderedDict[RunKey, EndedRun] = OrderedDict()  # the oldest first
         self._ended_chars = 0
 
     def add(self, live: LiveRun) -> None:
-        self._runs[live.run_id] = live
+        self._runs[live.key] = live
         self._threads[live.owner, live.thread_id] = live
 
-    def get(self, run_id: str) -> LiveRun | EndedRun | None:
-        live = self._runs.get(run_id)
+    def get(self, run: RunKey) -> LiveRun | EndedRun | None:
+        live = self._runs.get(run)
         if live is not None:
             return live
         self._let_go(time.monotonic())
-        return self._ended.get(run_id)
+        return self._ended.get(run)
 
     def of_thread(self, owner: str, thread_id: str) -> LiveRun | None:
         """The run going on in the thread, if any."""
@@ -120,20 +127,25 @@ class LiveRuns:
         """The thread's last run of this process, going on or ended and being saved."""
         return self._threads.get((owner, thread_id))
 
-    def running(self) -> list[LiveRun]:
-        return [live for live in self._runs.values() if not live.ended]
+    def running(self, owner: str | None = None) -> list[LiveRun]:
+        """The runs going on (``owner``'s only, when given)."""
+        return [
+            live
+            for live in self._runs.values()
+            if not live.ended and (owner is None or live.owner == owner)
+        ]
 
     def settle(self, live: LiveRun) -> None:
         """The run ended and its thread is saved: only its frames are kept from now on."""
-        if self._runs.get(live.run_id) is live:
-            del self._runs[live.run_id]
+        if self._runs.get(live.key) is live:
+            del self._runs[live.key]
         if self._threads.get((live.owner, live.thread_id)) is live:
             del self._threads[live.owner, live.thread_id]
         ended = EndedRun.of(live)
-        gone = self._ended.pop(ended.run_id, None)
-        if gone is not None:  # a run of the same id before it
+        gone = self._ended.pop(ended.key, None)
+        if gone is not None:  # a run of the same owner and id before it
             self._ended_chars -= gone.chars
-        self._ended[ended.run_id] = ended
+        self._ended[ended.key] = ended
         self._ended_chars += ended.chars
         self._let_go(ended.ended_at)
 
@@ -144,5 +156,5 @@ class LiveRuns:
             oldest = next(iter(ended.values()))
             if oldest.ended_at > now - RUN_KEPT and self._ended_chars <= ENDED_CHARS:
                 return
-            del ended[oldest.run_id]
+            del ended[oldest.key]
             self._ended_chars -= oldest.chars

@@ -4,7 +4,10 @@ share (``serve --workers``), every file operation in a worker thread.
 ``DIR/threads/<owner>/<thread>``: a thread (names are digests), its summary on the first line
 and its document after it, replaced whole (a temporary file, then ``os.replace``, which a
 reader never sees half done); it expires ``ttl`` seconds after its modification time.
-``DIR/runs/<run>.events``: a run's events, appended by the process that runs it: a line of
+``DIR/threads/<owner>/.forgotten-<thread>``: the thread's generation, made new by each forget,
+kept ``run_alive``: the save of a run begun before a forget comes to nothing.
+``DIR/runs/<run>.events`` (``<run>``: a digest of the run's owner and id, ``RunKey.name``,
+never of a client's id alone): a run's events, appended by the process that runs it: a line of
 JSON naming the run, its owner and its thread, then a line per batch (``[first, frames]``);
 ``<run>.ended`` beside it once the last batch is in, kept ``RUN_KEPT`` seconds.
 ``DIR/cancels/<run>``: a cancel asked, kept ``CANCEL_KEPT`` seconds.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -41,7 +45,7 @@ from bridge.serve.threads.records import (
     summary_from_json,
     summary_json,
 )
-from bridge.serve.threads.store import Batch, RunInfo, ThreadStoreError, ThreadSummary
+from bridge.serve.threads.store import Batch, RunInfo, RunKey, ThreadStoreError, ThreadSummary
 
 logger = logging.getLogger("agui_bridge")
 
@@ -55,6 +59,8 @@ POLL_EVERY = 0.05
 _POSITIONS = 256
 #: A temporary file older than this (seconds) was left by a process that died while saving.
 _LEFT_OVER = 3600.0
+#: What begins the name of a thread's generation in its owner's folder.
+_FORGOTTEN = ".forgotten-"
 
 
 class FileThreads:
@@ -76,9 +82,9 @@ class FileThreads:
         self._run_alive = run_alive
         self._max_threads = max_threads
         self._swept = 0.0
-        # run id → (offset of its next unread batch, the last frame number before it), for
-        # reads in several worker threads at once
-        self._positions: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        # run → (offset of its next unread batch, the last frame number before it), for reads
+        # in several worker threads at once
+        self._positions: OrderedDict[RunKey, tuple[int, int]] = OrderedDict()
         self._positions_lock = threading.Lock()
 
     async def _run(self, work: Callable[..., T], *args: object) -> T:
@@ -122,11 +128,37 @@ class FileThreads:
         return document if summary_from_json(header).id == thread_id else None
 
     async def save(
-        self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
-    ) -> None:
-        await self._run(self._save, self._owner_folder(owner), digest(thread_id), document, summary)
+        self,
+        owner: str,
+        thread_id: str,
+        document: bytes,
+        summary: ThreadSummary,
+        *,
+        generation: str | None = None,
+    ) -> bool:
+        return await self._run(
+            self._save, self._owner_folder(owner), digest(thread_id), document, summary, generation
+        )
 
-    def _save(self, folder: Path, name: str, document: bytes, summary: ThreadSummary) -> None:
+    def _generation(self, folder: Path, name: str) -> str:
+        try:
+            return (folder / f"{_FORGOTTEN}{name}").read_text("ascii")
+        except FileNotFoundError:
+            return "0"
+
+    def _save(
+        self,
+        folder: Path,
+        name: str,
+        document: bytes,
+        summary: ThreadSummary,
+        generation: str | None = None,
+    ) -> bool:
+        """Keep the thread, unless it was forgotten since ``generation``. A forget changes the
+        generation and then removes the thread; this looks at the generation before its
+        replace and after it, and takes back what it wrote when the forget came between."""
+        if generation is not None and self._generation(folder, name) != generation:
+            return False
         for attempt in range(2):
             folder.parent.mkdir(exist_ok=True)
             folder.mkdir(exist_ok=True)
@@ -145,12 +177,19 @@ class FileThreads:
                 file.flush()
                 saved = time.time_ns()
                 os.utime(file.fileno(), ns=(saved, saved))
+            written = os.stat(temporary).st_ino
             os.replace(temporary, folder / name)
         except BaseException:
             with suppress(FileNotFoundError):
                 os.unlink(temporary)
             raise
+        if generation is not None and self._generation(folder, name) != generation:
+            with suppress(FileNotFoundError):
+                if os.stat(folder / name).st_ino == written:  # ours, not a later run's
+                    os.unlink(folder / name)
+            return False
         self._bound(folder)
+        return True
 
     def _bound(self, folder: Path) -> None:
         """Forget the owner's least recently saved threads beyond ``max_threads``."""
@@ -184,71 +223,101 @@ class FileThreads:
         found.sort(key=lambda pair: pair[0], reverse=True)
         return [summary for _, summary in found]
 
-    async def forget(self, owner: str, thread_id: str) -> bool:
-        return await self._run(self._forget, self._owner_folder(owner) / digest(thread_id))
+    async def forget(self, owner: str, thread_id: str) -> ThreadSummary | None:
+        return await self._run(self._forget, self._owner_folder(owner), digest(thread_id))
 
-    def _forget(self, path: Path) -> bool:
+    def _forget(self, folder: Path, name: str) -> ThreadSummary | None:
+        # The generation first: a save that looks after it finds it changed, and one that
+        # looked before has replaced the file by the time it looks again (``_save``). Only for
+        # a thread kept: a flood of deletes of made-up ids writes nothing.
+        if not (folder / name).is_file():
+            return None
         try:
-            alive = self._alive(os.stat(path).st_mtime, time.time())
+            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".saving-")
+        except FileNotFoundError:  # a sweep took the owner's folder: nothing is kept there
+            return None
+        with os.fdopen(handle, "w", encoding="ascii") as file:
+            file.write(secrets.token_hex(8))
+        os.replace(temporary, folder / f"{_FORGOTTEN}{name}")
+        path = folder / name
+        try:
+            with path.open("rb") as file:
+                alive = self._alive(os.fstat(file.fileno()).st_mtime, time.time())
+                header = file.readline()
             os.unlink(path)
         except FileNotFoundError:
-            return False
-        return alive
+            return None
+        if not alive:
+            return None
+        try:
+            return summary_from_json(header)
+        except (ValueError, KeyError):  # none of ours: gone all the same
+            return ThreadSummary("", "", 0.0)
 
     # --- runs ---------------------------------------------------------------------------------
 
-    def _run_path(self, run_id: str, suffix: str) -> Path:
-        return self.folder / "runs" / f"{digest(run_id)}{suffix}"
+    def _run_path(self, run: RunKey, suffix: str) -> Path:
+        return self.folder / "runs" / f"{run.name}{suffix}"
 
     async def run_begin(
         self,
-        run_id: str,
-        owner: str,
+        run: RunKey,
         thread_id: str,
         process: str = "",
         *,
         saving: tuple[bytes, ThreadSummary] | None = None,
-    ) -> None:
-        whose = {"run": run_id, "owner": owner, "thread": thread_id, "process": process}
-        await self._run(self._begin, run_id, (json.dumps(whose) + "\n").encode())
+    ) -> str:
+        owner = run.owner
+        whose = {"run": run.run_id, "owner": owner, "thread": thread_id, "process": process}
+        folder, name = self._owner_folder(owner), digest(thread_id)
+        generation = await self._run(
+            self._begin, run, (json.dumps(whose) + "\n").encode(), folder, name
+        )
         if saving is not None:
-            await self.save(owner, thread_id, *saving)
+            await self.save(owner, thread_id, *saving, generation=generation)
+        return generation
 
-    def _begin(self, run_id: str, head: bytes) -> None:
+    def _begin(self, run: RunKey, head: bytes, folder: Path, name: str) -> str:
         (self.folder / "runs").mkdir(exist_ok=True)
-        self._run_path(run_id, ".ended").unlink(missing_ok=True)
-        with self._run_path(run_id, ".events").open("wb") as file:
+        self._run_path(run, ".ended").unlink(missing_ok=True)
+        with self._run_path(run, ".events").open("wb") as file:
             file.write(head)
+        generation = self._generation(folder, name)
+        with suppress(FileNotFoundError):  # kept as long as the run may go on
+            os.utime(folder / f"{_FORGOTTEN}{name}")
+        return generation
 
-    async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
-        await self.run_append_many([(run_id, batch, ended)])
+    async def run_append(self, run: RunKey, batch: Batch, *, ended: bool = False) -> None:
+        await self.run_append_many([(run, batch, ended)])
 
-    async def run_append_many(self, batches: Sequence[tuple[str, Batch, bool]]) -> None:
+    async def run_append_many(self, batches: Sequence[tuple[RunKey, Batch, bool]]) -> None:
         def append_all() -> None:  # one worker thread for them all
-            for run_id, batch, ended in batches:
+            for run, batch, ended in batches:
                 line = json.dumps([batch.first, list(batch.frames)]) + "\n"
-                self._append(run_id, line.encode() if batch.frames else b"", ended)
+                self._append(run, line.encode() if batch.frames else b"", ended)
 
         await self._run(append_all)
 
-    def _append(self, run_id: str, line: bytes, ended: bool) -> None:
+    def _append(self, run: RunKey, line: bytes, ended: bool) -> None:
         # No O_CREAT: a run that was never begun here has no file to add to (an OSError).
-        handle = os.open(self._run_path(run_id, ".events"), os.O_WRONLY | os.O_APPEND)
+        handle = os.open(self._run_path(run, ".events"), os.O_WRONLY | os.O_APPEND)
         with os.fdopen(handle, "wb") as file:
             file.write(line)  # a reader takes whole lines only: the rest is read next time
         if ended:  # after the last line: whoever sees the marker finds every batch
-            self._run_path(run_id, ".ended").touch()
+            self._run_path(run, ".ended").touch()
 
-    async def run_info(self, run_id: str) -> RunInfo | None:
-        return await self._run(self._info, run_id)
+    async def run_info(self, run: RunKey) -> RunInfo | None:
+        return await self._run(self._info, run)
 
-    def _info(self, run_id: str) -> RunInfo | None:
-        opened = self._open_run(run_id)
+    def _info(self, run: RunKey) -> RunInfo | None:
+        opened = self._open_run(run)
         if opened is None:
             return None
         file, head, ended = opened
         file.close()
         fields = json.loads(head)
+        if fields.get("owner") != run.owner or fields.get("run") != run.run_id:
+            return None  # the store's own record says whose it is
         return RunInfo(
             owner=fields["owner"],
             thread_id=fields["thread"],
@@ -256,17 +325,17 @@ class FileThreads:
             process=str(fields.get("process", "")),
         )
 
-    def _open_run(self, run_id: str) -> tuple[BinaryIO, bytes, bool] | None:
+    def _open_run(self, run: RunKey) -> tuple[BinaryIO, bytes, bool] | None:
         """The run's events file, open past its head; the head; whether the run ended.
         ``None`` when the store keeps no events of it: never begun here (or being begun),
         ended ``RUN_KEPT`` ago, or silent ``RUN_ALIVE`` since its last batch."""
         now = time.time()
         try:  # before the file is read: whoever sees the marker then finds every batch
-            ended: float | None = self._run_path(run_id, ".ended").stat().st_mtime
+            ended: float | None = self._run_path(run, ".ended").stat().st_mtime
         except FileNotFoundError:
             ended = None
         try:
-            file = self._run_path(run_id, ".events").open("rb")
+            file = self._run_path(run, ".events").open("rb")
         except FileNotFoundError:
             return None
         head = file.readline()
@@ -277,25 +346,25 @@ class FileThreads:
             return None
         return file, head, ended is not None
 
-    async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
+    async def run_events(self, run: RunKey, after: int, wait: float) -> list[Batch]:
         """Read what the run's file holds after ``after``; while there is none and the run
         goes on, look again every ``POLL_EVERY`` seconds until ``wait`` is up."""
         deadline = anyio.current_time() + wait
         while True:
-            batches, going = await self._run(self._read, run_id, after)
+            batches, going = await self._run(self._read, run, after)
             if batches or not going or anyio.current_time() + POLL_EVERY > deadline:
                 return batches
             await anyio.sleep(POLL_EVERY)
 
-    def _read(self, run_id: str, after: int) -> tuple[list[Batch], bool]:
+    def _read(self, run: RunKey, after: int) -> tuple[list[Batch], bool]:
         """The batches after ``after`` complete in the file, and whether the run goes on."""
-        opened = self._open_run(run_id)
+        opened = self._open_run(run)
         if opened is None:
             return [], False
         file, head, ended = opened
         with file:
             with self._positions_lock:
-                offset, last = self._positions.get(run_id, (0, 0))
+                offset, last = self._positions.get(run, (0, 0))
             if offset == 0 or last > after or offset > os.fstat(file.fileno()).st_size:
                 offset, last = len(head), 0  # from the first batch
             file.seek(offset)
@@ -309,8 +378,8 @@ class FileThreads:
             if batch.last > after:
                 batches.append(batch)
         with self._positions_lock:
-            self._positions[run_id] = (offset + len(whole), last)
-            self._positions.move_to_end(run_id)
+            self._positions[run] = (offset + len(whole), last)
+            self._positions.move_to_end(run)
             while len(self._positions) > _POSITIONS:
                 self._positions.popitem(last=False)
         return batches, not ended
@@ -320,28 +389,28 @@ class FileThreads:
     def _wants(self, process: str) -> Path:
         return self.folder / "wants" / digest(process)
 
-    async def want(self, run_id: str, process: str) -> None:
-        await self._run(touch, self._wants(process) / digest(run_id))
+    async def want(self, run: RunKey, process: str) -> None:
+        await self._run(touch, self._wants(process) / run.name)
 
-    async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
-        if not run_ids:
+    async def wanted(self, process: str, runs: Sequence[RunKey]) -> list[RunKey]:
+        if not runs:
             return []
-        return await self._run(taken_asks, self._wants(process), list(run_ids))
+        return await self._run(taken_asks, self._wants(process), list(runs))
 
-    async def cancel(self, run_id: str) -> None:
-        await self._run(touch, self.folder / "cancels" / digest(run_id))
+    async def cancel(self, run: RunKey) -> None:
+        await self._run(touch, self.folder / "cancels" / run.name)
 
-    async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
-        if not run_ids:
+    async def cancelled(self, runs: Sequence[RunKey]) -> list[RunKey]:
+        if not runs:
             return []
-        return await self._run(self._cancelled, list(run_ids))
+        return await self._run(self._cancelled, list(runs))
 
-    def _cancelled(self, run_ids: list[str]) -> list[str]:
+    def _cancelled(self, runs: list[RunKey]) -> list[RunKey]:
         now, asked = time.time(), []
-        for run_id in run_ids:
+        for run in runs:
             with suppress(FileNotFoundError):
-                if (self.folder / "cancels" / digest(run_id)).stat().st_mtime + CANCEL_KEPT > now:
-                    asked.append(run_id)
+                if (self.folder / "cancels" / run.name).stat().st_mtime + CANCEL_KEPT > now:
+                    asked.append(run)
         return asked
 
     # --- housekeeping -------------------------------------------------------------------------
@@ -363,7 +432,11 @@ class FileThreads:
             if not owner.is_dir(follow_symlinks=False):
                 continue  # none of ours: owners are folders
             for thread in entries(owner.path):
-                kept = _LEFT_OVER if thread.name.startswith(".") else self._ttl
+                kept = self._ttl
+                if thread.name.startswith(_FORGOTTEN):
+                    kept = self._run_alive
+                elif thread.name.startswith("."):
+                    kept = _LEFT_OVER
                 remove_if_older(thread, now - kept)
             with suppress(OSError):  # not empty: a thread is left, or was saved just now
                 os.rmdir(owner.path)

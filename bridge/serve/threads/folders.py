@@ -8,7 +8,7 @@ import os
 from contextlib import suppress
 from pathlib import Path
 
-from bridge.serve.threads.records import digest
+from bridge.serve.threads.store import RunKey
 
 
 def touch(path: Path) -> None:
@@ -18,18 +18,18 @@ def touch(path: Path) -> None:
     path.touch()
 
 
-def taken_asks(folder: Path, run_ids: list[str]) -> list[str]:
+def taken_asks(folder: Path, runs: list[RunKey]) -> list[RunKey]:
     """The asks in ``folder`` for these runs, taken: one look at the folder (most often
     not there at all), whatever the number of runs."""
     asked = {entry.name for entry in entries(folder)}
     if not asked:
         return []
     taken = []
-    for run_id in run_ids:
-        if (name := digest(run_id)) in asked:
+    for run in runs:
+        if run.name in asked:
             with suppress(FileNotFoundError):
-                os.unlink(folder / name)
-            taken.append(run_id)
+                os.unlink(folder / run.name)
+            taken.append(run)
     return taken
 
 

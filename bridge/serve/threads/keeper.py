@@ -37,7 +37,7 @@ from bridge.serve.threads.fold import ThreadFold
 from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.mirror import Mirror
 from bridge.serve.threads.owner import OwnerOf, Owners
-from bridge.serve.threads.store import ThreadStore, ThreadStoreError, ThreadSummary
+from bridge.serve.threads.store import RunKey, ThreadStore, ThreadStoreError, ThreadSummary
 from bridge.serve.threads.thread import Thread, dumped, read_document
 from bridge.serve.tools.claims import StoreWatch
 
@@ -91,13 +91,17 @@ class ThreadKeeper:
         return await anyio.to_thread.run_sync(read_document, document)
 
     async def threads(self, owner: str) -> list[ThreadSummary]:
+        """The owner's threads, each with the owner's run going on in it, if any (never
+        another owner's: a thread id is no secret)."""
         listed = await self.store.threads(owner)
-        running = {live.thread_id: live.run_id for live in self.live.running()}
+        running = {live.thread_id: live.run_id for live in self.live.running(owner)}
 
         def going(summary: ThreadSummary) -> str | None:
             if summary.id in running:
                 return running[summary.id]
-            live = self.live.get(summary.running) if summary.running is not None else None
+            live = None
+            if summary.running is not None:
+                live = self.live.get(RunKey(owner, summary.running))
             # A run of this process that ended, its thread saved (the store's summary may be
             # the one saved as it began, when the two saves crossed).
             saved = isinstance(live, EndedRun) or (live is not None and live.saved.done())
@@ -110,9 +114,10 @@ class ThreadKeeper:
     def begin(
         self, run_input: RunAgentInput, owner: str, input_bytes: int | None = None
     ) -> LiveRun:
-        """A run of ``owner``'s, kept as it goes (409 when a run of that id goes on).
+        """A run of ``owner``'s, kept as it goes (409 when a run of the owner's of that id goes
+        on; another owner's run of the same id is another run, and not told of).
         ``input_bytes``: the size of the body it came in, when known."""
-        going = self.live.get(run_input.run_id)
+        going = self.live.get(RunKey(owner, run_input.run_id))
         if going is not None and not going.ended:
             raise InvalidRunInputError(
                 f"a run with the id {run_input.run_id!r} is going on; "
@@ -170,8 +175,8 @@ class ThreadKeeper:
             made = await self._made(live, run_input, [], live.run_id, inline)
             process = self._mirror.process if self._mirror is not None else ""
             # The run told of (a shared store) and its thread saved: one command to Redis.
-            await self.store.run_begin(
-                live.run_id, live.owner, live.thread_id, process, saving=made
+            live.generation = await self.store.run_begin(
+                live.key, live.thread_id, process, saving=made
             )
             live.begun.set_result(self.store.shared)  # not shared: its events stay here
         except ThreadStoreError as exc:
@@ -196,8 +201,10 @@ class ThreadKeeper:
                     self.config.max_thread_bytes,
                 )
                 made = await self._made(live, run_input, [], None, inline)
-            if made is not None:
-                await self.store.save(live.owner, live.thread_id, *made)
+            if made is not None and not await self.store.save(
+                live.owner, live.thread_id, *made, generation=live.generation
+            ):
+                logger.info("run %s: its thread was deleted as it ran; not kept", live.run_id)
         except ThreadStoreError as exc:
             logger.warning("run %s: its thread was not kept: %s", live.run_id, exc.message)
         finally:
@@ -254,11 +261,11 @@ class ThreadKeeper:
         while running := self.live.running():
             await asyncio.sleep(CANCEL_POLL)
             try:
-                asked = set(await self.store.cancelled([live.run_id for live in running]))
+                asked = set(await self.store.cancelled([live.key for live in running]))
             except ThreadStoreError:
                 continue  # the store is down: a cancel asked meanwhile waits for it
             for live in running:
-                if live.run_id in asked:
+                if live.key in asked:  # the owner's cancel: a cancel is keyed by both
                     live.cancel()
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

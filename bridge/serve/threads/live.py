@@ -37,7 +37,7 @@ from bridge.serve.threads.run_frames import (
     in_batches,
     with_ids,
 )
-from bridge.serve.threads.store import Batch
+from bridge.serve.threads.store import Batch, RunKey
 
 logger = logging.getLogger("agui_bridge")
 
@@ -68,6 +68,11 @@ class LiveRun:
         mirror: Mirrors | None = None,
     ) -> None:
         self.run_id, self.owner, self.thread_id = run_id, owner, thread_id
+        #: The run as the stores and this process's runs know it (its owner's and its id).
+        self.key = RunKey(owner, run_id)
+        #: The thread's generation as the run began (``ThreadStore.run_begin``): its end's
+        #: save comes to nothing when the thread was forgotten since.
+        self.generation: str | None = None
         self._max_bytes = max_bytes
         self._grace = grace
         self._frames: list[str] = []

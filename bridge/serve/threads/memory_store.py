@@ -8,10 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bridge.serve.threads.records import CANCEL_KEPT
-from bridge.serve.threads.store import Batch, RunInfo, ThreadSummary
+from bridge.serve.threads.store import Batch, RunInfo, RunKey, ThreadSummary
 
 #: Cancels kept at most (each for ``CANCEL_KEPT`` seconds): a flood of them stays bounded.
 MAX_CANCELS = 10_000
+#: Forgotten threads whose generation is remembered at most (the most recent): a run begun
+#: before one of them cannot save it again.
+MAX_FORGOTTEN = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,9 @@ class MemoryThreads:
         self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
         # owner → its thread ids, the least recently saved first (a dict keeps that order)
         self._owners: dict[str, dict[str, None]] = {}
-        self._cancels: OrderedDict[str, float] = OrderedDict()  # run id → until (monotonic)
+        self._cancels: OrderedDict[RunKey, float] = OrderedDict()  # run → until (monotonic)
+        # (owner, thread id) → how many times it was forgotten, the most recent last
+        self._forgotten: OrderedDict[tuple[str, str], int] = OrderedDict()
 
     def _expire(self, now: float) -> None:
         while self._kept:
@@ -68,67 +73,88 @@ class MemoryThreads:
         return None if kept is None else kept.document
 
     async def save(
-        self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
-    ) -> None:
+        self,
+        owner: str,
+        thread_id: str,
+        document: bytes,
+        summary: ThreadSummary,
+        *,
+        generation: str | None = None,
+    ) -> bool:
+        key = (owner, thread_id)
+        if generation is not None and generation != self._generation(key):
+            return False
         now = time.monotonic()
         self._expire(now)
-        key = (owner, thread_id)
         self._drop(key)  # saved again: it goes to the end of both orders
         self._kept[key] = _Kept(document, summary, now + self._ttl)
         self._owners.setdefault(owner, {})[thread_id] = None
         while len(self._kept) > self._max_threads:
             self._drop(next(iter(self._kept)))
+        return True
+
+    def _generation(self, key: tuple[str, str]) -> str:
+        return str(self._forgotten.get(key, 0))
 
     async def threads(self, owner: str) -> list[ThreadSummary]:
         self._expire(time.monotonic())
         ids = self._owners.get(owner, {})
         return [self._kept[owner, thread_id].summary for thread_id in reversed(ids)]
 
-    async def forget(self, owner: str, thread_id: str) -> bool:
+    async def forget(self, owner: str, thread_id: str) -> ThreadSummary | None:
         self._expire(time.monotonic())
-        return self._drop((owner, thread_id))
+        key = (owner, thread_id)
+        kept = self._kept.get(key)
+        if kept is None:
+            return None
+        self._drop(key)
+        self._forgotten[key] = self._forgotten.pop(key, 0) + 1
+        while len(self._forgotten) > MAX_FORGOTTEN:
+            self._forgotten.popitem(last=False)
+        return kept.summary
 
     async def run_begin(
         self,
-        run_id: str,
-        owner: str,
+        run: RunKey,
         thread_id: str,
         process: str = "",
         *,
         saving: tuple[bytes, ThreadSummary] | None = None,
-    ) -> None:
+    ) -> str:
+        generation = self._generation((run.owner, thread_id))
         if saving is not None:
-            await self.save(owner, thread_id, *saving)
+            await self.save(run.owner, thread_id, *saving)
+        return generation
 
-    async def want(self, run_id: str, process: str) -> None:
+    async def want(self, run: RunKey, process: str) -> None:
         return None
 
-    async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
+    async def wanted(self, process: str, runs: Sequence[RunKey]) -> list[RunKey]:
         return []
 
-    async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
+    async def run_append(self, run: RunKey, batch: Batch, *, ended: bool = False) -> None:
         return None
 
-    async def run_append_many(self, batches: Sequence[tuple[str, Batch, bool]]) -> None:
+    async def run_append_many(self, batches: Sequence[tuple[RunKey, Batch, bool]]) -> None:
         return None
 
-    async def run_info(self, run_id: str) -> RunInfo | None:
+    async def run_info(self, run: RunKey) -> RunInfo | None:
         return None
 
-    async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
+    async def run_events(self, run: RunKey, after: int, wait: float) -> list[Batch]:
         return []
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run: RunKey) -> None:
         now = time.monotonic()
         self._expire_cancels(now)
-        self._cancels.pop(run_id, None)
-        self._cancels[run_id] = now + CANCEL_KEPT
+        self._cancels.pop(run, None)
+        self._cancels[run] = now + CANCEL_KEPT
         while len(self._cancels) > MAX_CANCELS:
             self._cancels.popitem(last=False)
 
-    async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
+    async def cancelled(self, runs: Sequence[RunKey]) -> list[RunKey]:
         self._expire_cancels(time.monotonic())
-        return [run_id for run_id in run_ids if run_id in self._cancels]
+        return [run for run in runs if run in self._cancels]
 
     def _expire_cancels(self, now: float) -> None:
         while self._cancels and next(iter(self._cancels.values())) <= now:
@@ -141,6 +167,7 @@ class MemoryThreads:
         self._kept.clear()
         self._owners.clear()
         self._cancels.clear()
+        self._forgotten.clear()
 
     def __len__(self) -> int:
         return len(self._kept)

@@ -18,7 +18,7 @@ import logging
 import secrets
 
 from bridge.serve.threads.live import LiveRun
-from bridge.serve.threads.store import Batch, ThreadStore, ThreadStoreError
+from bridge.serve.threads.store import Batch, RunKey, ThreadStore, ThreadStoreError
 
 logger = logging.getLogger("agui_bridge")
 
@@ -35,12 +35,12 @@ class Mirror:
         #: This process, as the runs it begins name it: where a follower elsewhere asks.
         self.process = secrets.token_hex(8)
         self._pending: set[LiveRun] = set()
-        self._unwanted: dict[str, LiveRun] = {}  # going on, its frames not asked for yet
+        self._unwanted: dict[RunKey, LiveRun] = {}  # going on, its frames not asked for yet
         self._task: asyncio.Task[None] | None = None
 
     def track(self, live: LiveRun) -> None:
         """A run begins here: a follower elsewhere may ask for it."""
-        self._unwanted[live.run_id] = live
+        self._unwanted[live.key] = live
         self._start()
 
     def more(self, live: LiveRun) -> None:
@@ -69,7 +69,7 @@ class Mirror:
                 continue
             try:
                 await self._store.run_append_many(
-                    [(live.run_id, batch, ended) for live, batch, ended in items]
+                    [(live.key, batch, ended) for live, batch, ended in items]
                 )
             except ThreadStoreError as exc:
                 logger.warning("runs' events are not shared: %s", exc.message)
@@ -83,18 +83,18 @@ class Mirror:
 
     async def _ask_wanted(self) -> None:
         """Which runs going on here a follower elsewhere asked for since the last look."""
-        for run_id, live in list(self._unwanted.items()):
+        for run, live in list(self._unwanted.items()):
             if live.ended or live.wanted or (live.begun.done() and not live.begun.result()):
-                del self._unwanted[run_id]
-        asking = [run_id for run_id, live in self._unwanted.items() if live.begun.done()]
+                del self._unwanted[run]
+        asking = [run for run, live in self._unwanted.items() if live.begun.done()]
         if not asking:
             return
         try:
             wanted = await self._store.wanted(self.process, asking)
         except ThreadStoreError:
             return  # the store is down: the appends say so; a want asked meanwhile waits
-        for run_id in wanted:
-            asked = self._unwanted.pop(run_id, None)
+        for run in wanted:
+            asked = self._unwanted.pop(run, None)
             if asked is not None:
                 asked.want()
 

@@ -41,7 +41,7 @@ class Owners:
             return _digest("header", self._named(request.headers.get(self._header), self._header))
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token.strip():
-            return _digest("bearer", token.strip())
+            return bearer_owner(token.strip())
         return _digest("everyone", EVERYONE)
 
     @staticmethod
@@ -53,6 +53,11 @@ class Owners:
                 code="unauthorized",
             )
         return name
+
+
+def bearer_owner(token: str) -> str:
+    """The owner a bearer token names (its digest)."""
+    return _digest("bearer", token)
 
 
 def _digest(kind: str, name: str) -> str:

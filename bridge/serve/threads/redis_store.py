@@ -2,12 +2,15 @@
 ``valkey://``, ``valkeys://``): one store for replicas and workers, by the official ``redis``
 client's asyncio API (the ``redis`` extra), with the approval store's timeouts and retry.
 
-Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the values):
+Keys (``<owner>``, ``<thread>``: digests; ``<run>``: a digest of the run's owner and id
+(``RunKey.name``), never of a client's id alone; the raw ids are inside the values):
 
 - ``agui-bridge:thread:<owner>:<thread>``: a thread's document, expiring ``ttl`` after its save;
 - ``agui-bridge:threads:<owner>``: the owner's threads, a sorted set scored by the time of their
   save, and ``agui-bridge:summaries:<owner>``: their summaries, a hash; both expire ``ttl``
   after the owner's last save, so a list is one round trip;
+- ``agui-bridge:forgotten:<owner>:<thread>``: how many times the thread was forgotten (its
+  generation), kept ``run_alive``: the save of a run begun before a forget comes to nothing;
 - ``agui-bridge:run:<run>``: a run's owner and thread (JSON) and whether it ended, a hash, and
   ``agui-bridge:events:<run>``: its events, a Stream with an entry per batch whose id is the
   batch's last frame number (``<last>-0``; the end with no frames ``<last>-2``, and the entry
@@ -15,8 +18,8 @@ Keys (``<owner>``, ``<thread>``, ``<run>``: digests; the raw ids are inside the 
   ``n-0``; both kept ``run_alive`` while the run goes (refreshed once a minute when it writes),
   ``RUN_KEPT`` after its end;
 - ``agui-bridge:cancel:<run>``: a cancel asked, ``CANCEL_KEPT``;
-- ``agui-bridge:wants:<process>``: the runs of that process a follower elsewhere asked for, a
-  set the process takes from (``SPOP``), kept ``run_alive`` after the last ask.
+- ``agui-bridge:wants:<process>``: the runs (``<run>``) of that process a follower elsewhere
+  asked for, a set the process takes from (``SPOP``), kept ``run_alive`` after the last ask.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from bridge.serve.threads.records import (
     summary_from_json,
     summary_json,
 )
-from bridge.serve.threads.redis_scripts import BEGIN, BEGIN_SAVE, END, SAVE
-from bridge.serve.threads.store import Batch, RunInfo, ThreadStoreError, ThreadSummary
+from bridge.serve.threads.redis_scripts import BEGIN, BEGIN_SAVE, END, FORGET, SAVE
+from bridge.serve.threads.store import Batch, RunInfo, RunKey, ThreadStoreError, ThreadSummary
 from bridge.serve.tools.claims import REDIS_TIMEOUT, redis_client
 
 if TYPE_CHECKING:
@@ -96,12 +99,13 @@ class RedisThreads:
         self._begin = self._client.register_script(BEGIN)
         self._begin_save = self._client.register_script(BEGIN_SAVE)
         self._end = self._client.register_script(END)
+        self._forget = self._client.register_script(FORGET)
         # A blocking XREAD holds its connection for the whole block: a pool of its own, whose
         # connections wait for an answer longer than the longest block.
         self._blocking: Redis = redis_client(url, socket_timeout=LONGEST_WAIT + REDIS_TIMEOUT)
-        # run id → when its keys' expiry was last refreshed (time.monotonic()), runs of this
+        # run → when its keys' expiry was last refreshed (time.monotonic()), runs of this
         # process going on
-        self._refreshes: OrderedDict[str, float] = OrderedDict()
+        self._refreshes: OrderedDict[RunKey, float] = OrderedDict()
 
     @contextmanager
     def _asked(self) -> Iterator[None]:
@@ -125,12 +129,24 @@ class RedisThreads:
             document = await self._client.get(self._document_key(digest(owner), digest(thread_id)))
         return None if document is None else _bytes(document)
 
+    def _generation_key(self, owner: str, thread: str) -> str:
+        return f"{_PREFIX}forgotten:{owner}:{thread}"
+
     async def save(
-        self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
-    ) -> None:
+        self,
+        owner: str,
+        thread_id: str,
+        document: bytes,
+        summary: ThreadSummary,
+        *,
+        generation: str | None = None,
+    ) -> bool:
         keys, args = self._saving(owner, thread_id, document, summary)
+        keys.append(self._generation_key(digest(owner), digest(thread_id)))
+        args.append("" if generation is None else generation)
         with self._asked():
-            await self._save(keys=keys, args=args)
+            gone = await self._save(keys=keys, args=args)
+        return bool(gone != -1)
 
     def _saving(
         self, owner: str, thread_id: str, document: bytes, summary: ThreadSummary
@@ -161,45 +177,54 @@ class RedisThreads:
                 listed, summaries = await pipe.execute()
             return [summary_from_json(summaries[m]) for m in listed if m in summaries]
 
-    async def forget(self, owner: str, thread_id: str) -> bool:
+    async def forget(self, owner: str, thread_id: str) -> ThreadSummary | None:
         owner, thread = digest(owner), digest(thread_id)
+        keys = [
+            self._document_key(owner, thread),
+            f"{_PREFIX}threads:{owner}",
+            f"{_PREFIX}summaries:{owner}",
+            self._generation_key(owner, thread),
+        ]
         with self._asked():
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.delete(self._document_key(owner, thread))
-                pipe.zrem(f"{_PREFIX}threads:{owner}", thread)
-                pipe.hdel(f"{_PREFIX}summaries:{owner}", thread)
-                deleted, *_ = await pipe.execute()
-        return bool(deleted)
+            summary = await self._forget(keys=keys, args=[thread, _ms(self._run_alive)])
+        if summary is None:
+            return None
+        try:
+            return summary_from_json(summary)
+        except (ValueError, KeyError, TypeError):  # kept without a summary: none to tell
+            return ThreadSummary(thread_id, "", 0.0)
 
     # --- runs ---------------------------------------------------------------------------------
 
     async def run_begin(
         self,
-        run_id: str,
-        owner: str,
+        run: RunKey,
         thread_id: str,
         process: str = "",
         *,
         saving: tuple[bytes, ThreadSummary] | None = None,
-    ) -> None:
-        run = digest(run_id)
-        events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
+    ) -> str:
+        events, info = f"{_PREFIX}events:{run.name}", f"{_PREFIX}run:{run.name}"
+        owner = run.owner
         # The client's ids as ASCII JSON: any string, a lone surrogate too, is stored as it came.
-        whose = json.dumps({"run": run_id, "owner": owner, "thread": thread_id, "process": process})
-        keys: list[Any] = [events, info]
+        whose = json.dumps(
+            {"run": run.run_id, "owner": owner, "thread": thread_id, "process": process}
+        )
+        keys: list[Any] = [events, info, self._generation_key(digest(owner), digest(thread_id))]
         args: list[Any] = [whose, _ms(self._run_alive)]
         script = self._begin
         if saving is not None:
             saved_keys, saved_args = self._saving(owner, thread_id, *saving)
             keys, args, script = keys + saved_keys, args + saved_args, self._begin_save
         with self._asked():
-            await script(keys=keys, args=args)
-        self._refreshed(run_id, time.monotonic())
+            generation = await script(keys=keys, args=args)
+        self._refreshed(run, time.monotonic())
+        return _bytes(generation).decode()
 
-    async def run_append(self, run_id: str, batch: Batch, *, ended: bool = False) -> None:
-        await self.run_append_many([(run_id, batch, ended)])
+    async def run_append(self, run: RunKey, batch: Batch, *, ended: bool = False) -> None:
+        await self.run_append_many([(run, batch, ended)])
 
-    async def run_append_many(self, batches: Sequence[tuple[str, Batch, bool]]) -> None:
+    async def run_append_many(self, batches: Sequence[tuple[RunKey, Batch, bool]]) -> None:
         """One pipeline for them all, one command per batch (each costs the client's CPU; in
         one pipeline a fifth of what they cost sent apart): a run's expiry is refreshed once
         a minute, and at its end."""
@@ -208,27 +233,26 @@ class RedisThreads:
             return
         encoded = await _encoded([batch for _, batch, _ in batches])
         now = time.monotonic()
-        refreshed: list[tuple[str, bool]] = []
+        refreshed: list[tuple[RunKey, bool]] = []
         with self._asked():
             async with self._client.pipeline(transaction=False) as pipe:
                 adds = []
-                for (run_id, batch, ended), frames in zip(batches, encoded, strict=True):
-                    run = digest(run_id)
-                    events, info = f"{_PREFIX}events:{run}", f"{_PREFIX}run:{run}"
+                for (run, batch, ended), frames in zip(batches, encoded, strict=True):
+                    events, info = f"{_PREFIX}events:{run.name}", f"{_PREFIX}run:{run.name}"
                     entry = f"{batch.last}-{0 if batch.frames else 2}"
                     adds.append(len(pipe))
                     if ended:
                         ends: list[EncodableT] = [entry, batch.first, frames, _ms(store.RUN_KEPT)]
                         await self._end(keys=[events, info], args=ends, client=pipe)
-                        refreshed.append((run_id, True))
+                        refreshed.append((run, True))
                         continue
                     fields: dict[FieldT, EncodableT] = {"first": batch.first, "frames": frames}
                     pipe.xadd(events, fields, id=entry)
-                    last_refresh = self._refreshes.get(run_id)
+                    last_refresh = self._refreshes.get(run)
                     if last_refresh is None or now - last_refresh >= _REFRESH_EVERY:
                         pipe.pexpire(events, _ms(self._run_alive))
                         pipe.pexpire(info, _ms(self._run_alive))
-                        refreshed.append((run_id, False))
+                        refreshed.append((run, False))
                 results = await pipe.execute(raise_on_error=False)
             for index, result in enumerate(results):
                 # The one retry after a lost answer finds the batch in: it was added.
@@ -236,24 +260,26 @@ class RedisThreads:
                     continue
                 if isinstance(result, Exception):
                     raise result
-        for run_id, ended in refreshed:
+        for run, ended in refreshed:
             if ended:
-                self._refreshes.pop(run_id, None)
+                self._refreshes.pop(run, None)
             else:
-                self._refreshed(run_id, now)
+                self._refreshed(run, now)
 
-    def _refreshed(self, run_id: str, now: float) -> None:
-        self._refreshes[run_id] = now
-        self._refreshes.move_to_end(run_id)
+    def _refreshed(self, run: RunKey, now: float) -> None:
+        self._refreshes[run] = now
+        self._refreshes.move_to_end(run)
         while len(self._refreshes) > _REFRESHES:  # a run forgotten here is refreshed at once
             self._refreshes.popitem(last=False)
 
-    async def run_info(self, run_id: str) -> RunInfo | None:
+    async def run_info(self, run: RunKey) -> RunInfo | None:
         with self._asked():
-            info = await self._client.hgetall(f"{_PREFIX}run:{digest(run_id)}")
+            info = await self._client.hgetall(f"{_PREFIX}run:{run.name}")
             if not info:
                 return None
             whose = json.loads(info[b"whose"])
+            if whose.get("owner") != run.owner or whose.get("run") != run.run_id:
+                return None  # the store's own record says whose it is
             ended = _bytes(info[b"ended"]) == b"1"
             return RunInfo(
                 owner=whose["owner"],
@@ -262,16 +288,15 @@ class RedisThreads:
                 process=str(whose.get("process", "")),
             )
 
-    async def run_events(self, run_id: str, after: int, wait: float) -> list[Batch]:
+    async def run_events(self, run: RunKey, after: int, wait: float) -> list[Batch]:
         """One round trip for what is there and whether the run ended; then, with nothing
         there and the run going, a blocking read (on its own connection) for up to ``wait``
         seconds (at most ``LONGEST_WAIT``)."""
-        run = digest(run_id)
-        events, since = f"{_PREFIX}events:{run}", f"{after}-0"
+        events, since = f"{_PREFIX}events:{run.name}", f"{after}-0"
         with self._asked():
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.xread({events: since})
-                pipe.hget(f"{_PREFIX}run:{run}", "ended")
+                pipe.hget(f"{_PREFIX}run:{run.name}", "ended")
                 read, ended = await pipe.execute()
             batches = _batches(read)
             if not batches and ended != b"1" and wait > 0:
@@ -282,37 +307,37 @@ class RedisThreads:
                 batches = _batches(await self._blocking.xread({events: last}, block=block))
             return batches
 
-    async def want(self, run_id: str, process: str) -> None:
+    async def want(self, run: RunKey, process: str) -> None:
         wants = f"{_PREFIX}wants:{digest(process)}"
         with self._asked():
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.sadd(wants, run_id.encode("utf-8", "surrogatepass"))
+                pipe.sadd(wants, run.name)
                 pipe.pexpire(wants, _ms(self._run_alive))
                 await pipe.execute()
 
-    async def wanted(self, process: str, run_ids: Sequence[str]) -> list[str]:
+    async def wanted(self, process: str, runs: Sequence[RunKey]) -> list[RunKey]:
         """One ``SPOP`` of the process's asks, whatever the number of its runs."""
-        if not run_ids:
+        if not runs:
             return []
         with self._asked():
             taken = await self._client.spop(f"{_PREFIX}wants:{digest(process)}", _MAX_WANTS)
         if not taken:  # most looks: nobody elsewhere asked
             return []
         asked = {_bytes(m) for m in taken if isinstance(m, bytes | str)}
-        return [i for i in run_ids if i.encode("utf-8", "surrogatepass") in asked]
+        return [run for run in runs if run.name.encode() in asked]
 
     # --- cancels ------------------------------------------------------------------------------
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run: RunKey) -> None:
         with self._asked():
-            await self._client.set(f"{_PREFIX}cancel:{digest(run_id)}", b"1", px=_ms(CANCEL_KEPT))
+            await self._client.set(f"{_PREFIX}cancel:{run.name}", b"1", px=_ms(CANCEL_KEPT))
 
-    async def cancelled(self, run_ids: Sequence[str]) -> list[str]:
-        if not run_ids:
+    async def cancelled(self, runs: Sequence[RunKey]) -> list[RunKey]:
+        if not runs:
             return []
         with self._asked():
-            asked = await self._client.mget([f"{_PREFIX}cancel:{digest(i)}" for i in run_ids])
-        return [run_id for run_id, value in zip(run_ids, asked, strict=True) if value is not None]
+            asked = await self._client.mget([f"{_PREFIX}cancel:{run.name}" for run in runs])
+        return [run for run, value in zip(runs, asked, strict=True) if value is not None]
 
     async def available(self) -> bool:
         # A write, as a save is: a Redis may answer PING and refuse writes (a read-only
