@@ -274,6 +274,11 @@ class BridgeConfig:
     """The largest thread kept (its messages and state as JSON, in bytes): a run past it goes on
     without being kept (a ``CUSTOM`` ``agui_bridge.thread_not_kept`` event says so)."""
 
+    thread_store_bytes: int = 256 * 1024 * 1024
+    """The bytes the thread store (``memory`` or ``file://``) holds in all, across every owner:
+    past it the owner holding the most gives way first, and an owner's one thread last (README
+    "Threads"). Redis holds to its own ``maxmemory``."""
+
     run_grace: float = 30.0
     """Seconds a run goes on with no client following it (with threads: a reload comes back to
     it); then its upstream request is cancelled."""
@@ -361,6 +366,14 @@ class BridgeConfig:
             _check_store("threads", "--threads", self.threads)
         if self.max_thread_bytes < 1:
             raise ValueError("max_thread_bytes must be at least 1")
+        if self.thread_store_bytes < 1:
+            raise ValueError("thread_store_bytes must be at least 1")
+        header = self.thread_owner_header
+        if header is not None and not re.fullmatch(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+", header):
+            raise ValueError(
+                f"thread_owner_header (--thread-owner-header) must be a header's name (letters, "
+                f"digits and !#$%&'*+-.^_`|~), not {header[:80]!r}"
+            )
         # 16 bytes: bridge.serve.tools.approvals.MIN_SECRET_BYTES (the config cannot import serve).
         if self.secret is not None and len(self.secret.encode()) < 16:
             raise ValueError("the interrupt secret must be at least 16 bytes long")

@@ -23,7 +23,8 @@ Before streaming:
   ``hang``      no answer at all, until the client leaves
   ``drop``      the connection closed without an answer (with ``times`` as for ``status``)
 Any mode takes ``n`` (text chunks in the stream), ``delay`` (seconds between chunks), ``wait``
-(silence before the first chunk), ``joined=1`` (the frames before the fault and the fault in one
+(silence before the first chunk), ``width`` (each text chunk that many characters, its token
+repeated), ``joined=1`` (the frames before the fault and the fault in one
 write, so the bridge reads them in one piece) and ``sndbuf`` (the socket's send buffer).
 Anything but a POST (the bridge's ``GET /props``, say) gets HTTP 404 on a connection then
 closed, and is not noted.
@@ -75,6 +76,7 @@ class Plan:
     times: int = 0
     sndbuf: int = 0
     joined: int = 0  # 1: everything up to the fault in one write (one read for the bridge)
+    width: int = 0  # each text chunk this many characters (0: the tokens as they are)
 
     @classmethod
     def parse(cls, model: str) -> Plan:
@@ -106,11 +108,15 @@ def _delta(**delta: Any) -> dict[str, Any]:
     }
 
 
-def iter_chunks(n: int = len(TEXT)) -> Iterator[dict[str, Any]]:
-    """The base stream: reasoning tokens, ``n`` text tokens, one tool call, finish, usage.
-    Lazy: a long stream must not stall the server's loop while it is built."""
+def iter_chunks(n: int = len(TEXT), width: int = 0) -> Iterator[dict[str, Any]]:
+    """The base stream: reasoning tokens, ``n`` text tokens (each ``width`` characters, when
+    given), one tool call, finish, usage. Lazy: a long stream must not stall the server's loop
+    while it is built."""
     yield from (_delta(reasoning_content=token) for token in REASONING)
-    yield from (_delta(content=token) for token in itertools.islice(itertools.cycle(TEXT), n))
+    tokens = itertools.islice(itertools.cycle(TEXT), n)
+    if width:
+        tokens = ((token * (width // len(token) + 1))[:width] for token in tokens)
+    yield from (_delta(content=token) for token in tokens)
     call = {"index": 0, "id": "call_1", "type": "function"}
     yield _delta(tool_calls=[{**call, "function": {"name": TOOL_NAME, "arguments": ""}}])
     yield from (_delta(tool_calls=[{"index": 0, "function": {"arguments": a}}]) for a in TOOL_ARGS)
@@ -126,9 +132,9 @@ def stream_chunks(n: int = len(TEXT)) -> list[dict[str, Any]]:
     return list(iter_chunks(n))
 
 
-def _frames(n: int) -> Iterator[bytes]:
+def _frames(n: int, width: int = 0) -> Iterator[bytes]:
     """The stream on the wire: each chunk as an SSE event, then ``[DONE]``."""
-    yield from (_sse(json.dumps(chunk)) for chunk in iter_chunks(n))
+    yield from (_sse(json.dumps(chunk)) for chunk in iter_chunks(n, width))
     yield _sse("[DONE]")
 
 
@@ -334,7 +340,7 @@ class FaultyUpstream:
         strike = -1 if plan.mode == "ok" else plan.k
         before: list[bytes] = []  # with ``joined``: held back to go out with the fault
         struck = b""  # the frame the fault replaces (none when it strikes after [DONE])
-        for index, frame in enumerate(_frames(plan.n)):
+        for index, frame in enumerate(_frames(plan.n, plan.width)):
             if index == strike:
                 struck = frame
                 break

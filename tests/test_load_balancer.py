@@ -97,6 +97,10 @@ def started(commands: list[list[str]], environment: dict[str, str]) -> Iterator[
             found = re.search(r"open http://([\d.]+:\d+)/ ", opened)
             assert found, (opened, replica.stderr)
             replica.address = found.group(1)
+            # The rest of stdout (uvicorn's access log) read as it comes: a pipe left full
+            # stops the bridge's event loop in its next log line.
+            readers.append(threading.Thread(target=lambda s=replica.process.stdout: s.read()))
+            readers[-1].start()
         yield made
     finally:
         for replica in made:

@@ -38,6 +38,14 @@ def add_thread_options(parser: argparse.ArgumentParser, *, default: str | None =
         help="the largest thread kept, as JSON; a run past it goes on unkept (default %(default)s)",
     )
     group.add_argument(
+        "--thread-store-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        metavar="BYTES",
+        help="the bytes the memory or file store holds in all owners' threads; past it the "
+        "owner holding the most gives way first (default %(default)s; Redis: its maxmemory)",
+    )
+    group.add_argument(
         "--run-grace",
         type=float,
         default=30.0,

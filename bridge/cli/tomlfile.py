@@ -53,6 +53,8 @@ def read_toml(path: str | os.PathLike[str]) -> TomlFile:
         data = tomllib.loads(text)
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ValueError(f"{where}: {exc}") from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise ValueError(f"{where}: its values are nested too deep to read") from None
     return TomlFile(where, text, data)
 
 
@@ -131,6 +133,6 @@ def _unquoted(part: str) -> str:
 def _outside_values(before: list[str]) -> bool:
     try:
         tomllib.loads("\n".join(before))
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return False
     return True

@@ -178,7 +178,7 @@ async def test_a_client_gone_mid_write_leaves_no_follower_behind(then: str) -> N
     await asyncio.wait_for(client.flushing.wait(), 5)
     follower.cancel()  # the client went away while the run wrote to it
     await tick()
-    assert not live.followed and live._alone is not None  # the grace runs
+    assert not live.followed and live._followers.in_grace  # the grace runs
     if then == "written":
         release.set_result(None)
     else:
@@ -204,9 +204,9 @@ async def test_a_response_that_is_over_lets_the_run_go_on() -> None:
     started(live, body)
     follower = asyncio.create_task(live.carry(client.add, client.flush))
     await tick()
-    watcher = asyncio.create_task(live.carry(other.add, other.flush))
-    await tick()
-    wrote.set()
-    await asyncio.wait_for(asyncio.gather(follower, watcher, live.done), 5)
-    assert [n for n, _ in other.frames] == [1, 2, 3, 4]
+    wrote.set()  # the run writes frame 2 for its one follower, whose response is over
+    await asyncio.wait_for(follower, 5)
     assert [n for n, _ in client.frames] == [1]  # its flush of frame 2 failed: it ended
+    watcher = asyncio.create_task(live.carry(other.add, other.flush))
+    await asyncio.wait_for(asyncio.gather(watcher, live.done), 5)
+    assert [n for n, _ in other.frames] == [1, 2, 3, 4]

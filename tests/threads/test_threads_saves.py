@@ -15,7 +15,7 @@ from threads_tools import body, events, hydrate_body, post_run, sse
 
 from bridge.cli.demo import create_scripted_upstream
 from bridge.serve.http.app import create_app
-from bridge.serve.http.threads import _from_store
+from bridge.serve.http.threads import from_store
 from bridge.serve.threads import redis_store
 from bridge.serve.threads.store import Batch, RunInfo, RunKey
 from redis_server import RedisServer
@@ -76,5 +76,5 @@ END = 'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n'
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_run_that_ends_between_a_read_and_a_look_is_given_whole(anyio_backend: str) -> None:
     keeper = SimpleNamespace(store=_EndsMeanwhile(), config=SimpleNamespace(keepalive_interval=1))
-    given = [item async for item in _from_store(keeper, RunKey("o", "r"), 0, "p")]  # type: ignore[arg-type]
+    given = [item async for item in from_store(keeper, RunKey("o", "r"), 0, "p")]  # type: ignore[arg-type]
     assert given == [(1, [FRAME, END])]

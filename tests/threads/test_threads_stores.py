@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from bridge.serve.threads import file_store, store
+from bridge.serve.threads import file_runs, file_store, store
+from bridge.serve.threads.budget import THREAD_OVERHEAD
 from bridge.serve.threads.file_store import FileThreads
 from bridge.serve.threads.memory_store import MemoryThreads
 from bridge.serve.threads.records import digest
@@ -83,8 +84,10 @@ def url_of(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], st
 
 
 @contextlib.asynccontextmanager
-async def opened(url: str, *, ttl: float = 600.0, max_threads: int = 1000) -> AsyncIterator[Any]:
-    kept = thread_store(url, ttl=ttl, max_threads=max_threads)
+async def opened(
+    url: str, *, ttl: float = 600.0, max_threads: int = 1000, max_bytes: int = 1 << 62
+) -> AsyncIterator[Any]:
+    kept = thread_store(url, ttl=ttl, max_threads=max_threads, max_bytes=max_bytes)
     try:
         yield kept
     finally:
@@ -259,10 +262,11 @@ async def test_the_file_store_removes_what_expired_from_the_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What expires leaves the disk at the next sweep (at most once a minute; here at every
-    operation): threads, owners' folders left empty, ended runs and cancels."""
+    operation): threads, owners' folders left empty (their ``.since`` with them), ended runs
+    and cancels."""
     monkeypatch.setattr(file_store, "SWEEP_EVERY", 0.0)
     monkeypatch.setattr(store, "RUN_KEPT", 0.5)
-    monkeypatch.setattr(file_store, "CANCEL_KEPT", 0.5)
+    monkeypatch.setattr(file_runs, "CANCEL_KEPT", 0.5)
     async with opened(tmp_path.as_uri(), ttl=0.5) as kept:
         await keep(kept, "t1", b"x" * 1000)
         await keep(kept, "t2", b"y", owner=OTHER)
@@ -274,7 +278,7 @@ async def test_the_file_store_removes_what_expired_from_the_disk(
         await kept.threads(OWNER)  # any operation sweeps (SWEEP_EVERY = 0)
         after = files_under(tmp_path)
         folders = sorted(path.name for path in tmp_path.iterdir())  # noqa: ASYNC240
-    assert len(before) == 5
+    assert len(before) == 7  # two threads, two owners' .since, a run's two files, a cancel
     assert after == []
     assert folders == ["cancels", "runs", "threads"]
 
@@ -346,17 +350,58 @@ async def test_stray_files_and_folders_in_the_file_store_stop_nothing(
     assert (owner_folder / "a-folder").is_dir()
 
 
-async def test_the_memory_store_bounds_its_threads_in_all_owners() -> None:
-    """The memory store is bounded in all (it is one process's memory), the shared stores per
-    owner: a save beyond the bound forgets the least recently saved thread, whoever's."""
-    async with opened("memory", max_threads=3) as kept:
-        await keep(kept, "a1", b"a1")
-        await keep(kept, "b1", b"b1", owner=OTHER)
-        await keep(kept, "a2", b"a2")
-        await keep(kept, "b2", b"b2", owner=OTHER)
-        assert len(kept) == 3
-        assert [s.id for s in await kept.threads(OWNER)] == ["a2"]
-        assert [s.id for s in await kept.threads(OTHER)] == ["b2", "b1"]
+BUDGETED = ["memory", "file"]
+#: A thread of ``SIZE`` bytes costs that and ``THREAD_OVERHEAD`` of a store's budget.
+SIZE = 1000
+
+
+async def _kept_of(kept: Any, owner: str, *thread_ids: str) -> list[str]:
+    return [t for t in thread_ids if await kept.load(owner, t) is not None]
+
+
+@pytest.mark.parametrize("kind", BUDGETED)
+async def test_the_owner_holding_the_most_gives_way_first(
+    kind: str, url_of: Callable[[str], str]
+) -> None:
+    """Over the budget, the owner holding most bytes among those with more than one thread
+    loses its least recently saved; the others keep theirs."""
+    cost = SIZE + THREAD_OVERHEAD
+    # Room for five threads and their summaries (the file store counts a thread's file).
+    async with opened(url_of(kind), max_bytes=5 * (cost + 100)) as kept:
+        await keep(kept, "b1", b"b" * SIZE, owner=OTHER)
+        for thread_id in ["a1", "a2", "a3"]:
+            await keep(kept, thread_id, b"a" * SIZE)
+        await keep(kept, "b2", b"b" * SIZE, owner=OTHER)
+        await keep(kept, "b3", b"b" * SIZE, owner=OTHER)  # six: one too many
+        alice = await _kept_of(kept, OWNER, "a1", "a2", "a3")
+        bob = await _kept_of(kept, OTHER, "b1", "b2", "b3")
+    assert (alice, bob) == (["a2", "a3"], ["b1", "b2", "b3"])  # Alice held most: 3 to 2
+
+
+@pytest.mark.parametrize("kind", BUDGETED)
+async def test_a_flood_of_new_owners_cannot_push_out_an_owners_one_thread(
+    kind: str, url_of: Callable[[str], str]
+) -> None:
+    cost = SIZE + THREAD_OVERHEAD
+    async with opened(url_of(kind), max_bytes=20 * (cost + 100)) as kept:
+        await keep(kept, "mine", b"m" * SIZE)
+        for index in range(200):
+            await keep(kept, "t", b"f" * SIZE, owner=f"made-up-{index}")
+        mine = await kept.load(OWNER, "mine")
+        flood = [index for index in range(200) if await kept.load(f"made-up-{index}", "t")]
+    assert mine == b"m" * SIZE
+    assert len(flood) >= 18 and flood == list(range(len(flood)))  # the newest owners' went
+
+
+@pytest.mark.parametrize("kind", BUDGETED)
+async def test_a_thread_over_the_whole_budget_is_not_kept(
+    kind: str, url_of: Callable[[str], str]
+) -> None:
+    async with opened(url_of(kind), max_bytes=4 * SIZE) as kept:
+        await keep(kept, "small", b"s" * SIZE)
+        await keep(kept, "big", b"small before" * 10)
+        await keep(kept, "big", b"b" * (4 * SIZE))  # saved again, too big: gone, old and new
+        assert await _kept_of(kept, OWNER, "small", "big") == ["small"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -386,7 +431,7 @@ async def test_ids_of_any_characters_are_kept_apart_and_never_name_a_path_or_key
     assert loaded == [f"doc {index}".encode() for index in range(len(ODD_IDS))]
     assert listed == set(ODD_IDS)
     assert cancelled == runs(*ODD_IDS[:3])
-    hex_name = re.compile(r"[0-9a-f]{64}(\.events|\.ended)?")
+    hex_name = re.compile(r"[0-9a-f]{64}(\.events|\.ended)?|\.since")
     if kind == "file":
         names = [name.rpartition("/")[2] for name in files_under(tmp_path)]
         assert names and all(hex_name.fullmatch(name) for name in names), names

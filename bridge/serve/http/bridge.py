@@ -22,6 +22,7 @@ from bridge.config import ANY_UPSTREAM_MODEL, BridgeConfig
 from bridge.core.encode import encode_event
 from bridge.core.errors import InvalidRunInputError
 from bridge.core.upstream_url import url_secrets
+from bridge.serve.http.admission import Admission, Slot
 from bridge.serve.http.stream import EventStreamResponse, OpenStreams, Produce
 from bridge.serve.observe.observation import Telemetry
 from bridge.serve.redact import Redactor, install_log_redaction
@@ -60,7 +61,8 @@ class Bridge:
         self._transport = transport
         self._pool = upstreams if transport is None else None
         self._upstream: UpstreamClient | None = None
-        self.active_runs = 0
+        #: The places among the runs going on (``--max-concurrent-runs``).
+        self.admission = Admission(config.max_concurrent_runs)
         self.shutting_down = False
         #: The open SSE responses: their keep-alive timer, the shutdown's stop.
         self.streams = OpenStreams(config.keepalive_interval)
@@ -110,9 +112,12 @@ class Bridge:
         self.threads: ThreadKeeper | None = None
         if config.threads is not None:
             store = thread_store(
-                config.threads, ttl=config.thread_ttl, run_timeout=config.run_timeout
+                config.threads,
+                ttl=config.thread_ttl,
+                max_bytes=config.thread_store_bytes,
+                run_timeout=config.run_timeout,
             )
-            self.threads = ThreadKeeper(config, store, self.redactor.redact, owner)
+            self.threads = ThreadKeeper(config, store, self.redactor.redact_sliced, owner)
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
         self.telemetry = Telemetry.from_config(config, self.redactor.redact)
@@ -212,18 +217,21 @@ class Bridge:
             # call_soon_threadsafe: safe to schedule from inside a signal handler.
             loop.call_soon_threadsafe(loop.call_later, grace, self.streams.stop)
 
-    def admit(self) -> None:
-        """A new run may begin: not while shutting down, nor past ``max_concurrent_runs``."""
+    @property
+    def active_runs(self) -> int:
+        """The places taken: runs going on, hydrates and widgets' requests being answered."""
+        return self.admission.taken
+
+    def admit(self) -> Slot:
+        """A place for a new run, taken before its body is read: not while shutting down,
+        nor past ``max_concurrent_runs`` (with threads kept, a run nobody follows gives its
+        place to one whose client is there: ``ThreadKeeper.give_way``)."""
         if self.shutting_down:
             raise InvalidRunInputError(
                 "the bridge is shutting down", status=503, code="shutting_down"
             )
-        if self.active_runs >= self.config.max_concurrent_runs:
-            raise InvalidRunInputError(
-                "the bridge is serving as many runs as it may; retry in a moment",
-                status=503,
-                code="too_many_runs",
-            )
+        keeper = self.threads
+        return self.admission.take(keeper.give_way if keeper is not None else None)
 
     def authorize(self, request: Request) -> None:
         token = self.config.auth_token
@@ -237,15 +245,18 @@ class Bridge:
             )
 
     def event_stream(
-        self, produce: Produce, ended: Callable[[EventStreamResponse], None] | None = None
+        self,
+        produce: Produce,
+        slot: Slot,
+        ended: Callable[[EventStreamResponse], None] | None = None,
     ) -> EventStreamResponse:
-        """A run's SSE response, counted among the active runs until it ends (``ended`` is
+        """A run's SSE response, holding its place (``slot``) until it ends (``ended`` is
         told then); the shutdown's RUN_ERROR ends it once the grace is over. ``produce``
         writes its frames."""
-        self.active_runs += 1
+        slot.hand_over()
 
         def closed(response: EventStreamResponse) -> None:
-            self.active_runs -= 1
+            slot.release()
             if ended is not None:
                 ended(response)
 
@@ -256,14 +267,16 @@ class Bridge:
             on_close=closed,
         )
 
-    def follow_stream(self, produce: Produce) -> EventStreamResponse:
+    def follow_stream(self, produce: Produce, slot: Slot | None = None) -> EventStreamResponse:
         """The SSE response of a client following a kept run (``bridge.serve.http.threads``):
-        not a run of its own (the run is counted as it goes, followed or not); the shutdown
-        ends it as it ends the runs'."""
+        not a run of its own (the run is counted as it goes, followed or not), but a hydrate's
+        place (``slot``) until its snapshot is sent, or it ends; the shutdown ends it as it
+        ends the runs'."""
         return EventStreamResponse(
             produce,
             streams=self.streams,
             stop_frame=_SHUTDOWN_FRAME,
+            on_close=(lambda _: slot.release()) if slot is not None else None,
         )
 
     def refused(self, exc: InvalidRunInputError) -> Response:

@@ -102,7 +102,7 @@ def client_protocol(requested: str | None, pinned: AguiProtocolSetting = "auto")
     if pinned != "auto":
         return pinned
     major = (requested or "").split(".", 1)[0]
-    return "1.0" if major.isdigit() and int(major) >= 1 else "0.0"
+    return "1.0" if major.isascii() and major.isdigit() and int(major) >= 1 else "0.0"
 
 
 #: The model's words: each event carries a piece of one text (a message's, a call's arguments),

@@ -68,7 +68,7 @@ async def read_run_input(request: Request, config: BridgeConfig) -> RunAgentInpu
         f"the request body is larger than {limit} bytes", status=413, code="body_too_large"
     )
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise too_large
     raw = bytearray()
     async for piece in request.stream():

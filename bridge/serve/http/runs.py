@@ -18,7 +18,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from bridge.core.errors import InvalidRunInputError
-from bridge.serve.http import threads, widgets
+from bridge.serve.http import hydrate, threads, widgets
+from bridge.serve.http.admission import Slot
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import ClientProtocol, FrameWriter, client_protocol
 from bridge.serve.http.run_input import MAX_DEPTH, read_run_input
@@ -38,28 +39,39 @@ logger = logging.getLogger("agui_bridge")
 
 async def run(bridge: Bridge, request: Request) -> Response:
     received = time.perf_counter()
-    keeper, owner = bridge.threads, ""
+    slot: Slot | None = None
     try:
         bridge.authorize(request)
-        if keeper is not None:
-            owner = keeper.owner(request)
-        bridge.admit()
-        run_input = await read_run_input(request, bridge.config)
-        await bridge.start_for_request()
-        proxied = widgets.proxied_request_of(run_input)
-        if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
-            return widgets.answer(bridge, run_input, proxied, received)
-        protocol = client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
-        if keeper is not None and not run_input.messages and not run_input.resume:
-            writer = FrameWriter(bridge.redactor, protocol)
-            return await threads.hydrate(bridge, keeper, run_input, owner, writer)
-        loop, prepare = _tool_loop(bridge, run_input, await bridge.upstream_models(), protocol)
-        body = loop.build(run_input.messages)
+        owner = bridge.threads.owner(request) if bridge.threads is not None else ""
+        slot = bridge.admit()  # before the body is read: a flood of bodies is counted as it comes
+        return await _admitted(bridge, request, slot, owner, received)
     except ClientDisconnect:
         bridge.telemetry.refused(400, "client_disconnected")
         return Response(status_code=400)  # gone while sending its body: nobody to answer
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
+    finally:
+        if slot is not None and not slot.handed:  # refused, or failed, before its run began
+            slot.release()
+
+
+async def _admitted(
+    bridge: Bridge, request: Request, slot: Slot, owner: str, received: float
+) -> Response:
+    """A run whose place is taken (``slot``, handed to what answers it): its body read, then
+    a widget's request, a hydrate, or the model's run."""
+    keeper = bridge.threads
+    run_input = await read_run_input(request, bridge.config)
+    await bridge.start_for_request()
+    proxied = widgets.proxied_request_of(run_input)
+    if proxied is not None:  # an MCP App's widget asks its server: no model, no turn
+        return widgets.answer(bridge, run_input, proxied, received, slot)
+    protocol = client_protocol(run_input.protocol_version, bridge.config.agui_protocol)
+    if keeper is not None and not run_input.messages and not run_input.resume:
+        writer = FrameWriter(bridge.redactor, protocol)
+        return await hydrate.hydrate(bridge, keeper, run_input, owner, writer, slot)
+    loop, prepare = _tool_loop(bridge, run_input, await bridge.upstream_models(), protocol)
+    body = loop.build(run_input.messages)
     config = bridge.config
     observe = bridge.telemetry.run(
         thread_id=run_input.thread_id,
@@ -123,18 +135,17 @@ async def run(bridge: Bridge, request: Request) -> Response:
         bridge.upstream_props.run_ended(observe.code, observe.upstream_retries)
 
     if keeper is None:
-        return bridge.event_stream(produce, ended)
-    try:
-        declared = request.headers.get("content-length", "")
-        live = keeper.begin(run_input, owner, int(declared) if declared.isdigit() else None)
-    except InvalidRunInputError as exc:
-        return bridge.refused(exc)
+        return bridge.event_stream(produce, slot, ended)
+    declared = request.headers.get("content-length", "")
+    live = keeper.begin(
+        run_input, owner, int(declared) if declared.isascii() and declared.isdigit() else None
+    )
     live.input = run_input
+    live.slot = slot.hand_over()  # the run's until it ends, or gives way (give_way)
     ends = _Frames(live, writer, observe)
-    bridge.active_runs += 1
 
     def over(_: object) -> None:
-        bridge.active_runs -= 1
+        slot.release()
         observe.end(bytes_sent=live.size, disconnected=not live.followed, stopped=False)
         if not live.followed:  # ended with no client following it (the grace ran out, or not)
             kind = "abandoned" if live.cancel_reason == "abandoned" else "unfollowed"

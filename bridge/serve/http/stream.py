@@ -65,6 +65,33 @@ _SSE_HEAD = (
 )
 
 
+#: The bytes of a body made beforehand sent at once (``SlicedResponse``).
+BODY_SLICE = 256 * 1024
+
+
+class SlicedResponse(Response):
+    """A body made whole beforehand (a hydrate's thread, megabytes of it), sent a slice at a
+    time: each send a step of its own for the event loop. ``on_close`` is called once it is
+    over, however it ended."""
+
+    def __init__(
+        self, body: bytes, *, media_type: str, headers: dict[str, str], on_close: Callable[[], None]
+    ) -> None:
+        super().__init__(body, headers=headers, media_type=media_type)
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            body = memoryview(self.body)
+            for at in range(0, len(body), BODY_SLICE):
+                piece = bytes(body[at : at + BODY_SLICE])
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self._on_close()
+
+
 class OpenStreams:
     """The open SSE responses of one app, and what they share: one keep-alive timer for them
     all, not a task and a timer each (a stream whose upstream is silent for minutes costs
@@ -148,6 +175,7 @@ class EventStreamResponse(Response):
         self._receive: Receive | None = None
         self._watcher: asyncio.Future[Message] | None = None  # the wait for the client's next
         self._last = 0  # the bytes of the stream's last frame (a shutdown's)
+        self._cut_frame = ""  # its last frame when it was cut (``cut``)
         self.client_gone = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -198,7 +226,7 @@ class EventStreamResponse(Response):
                 if failure is not None:
                     raise failure
                 if not self.client_gone:
-                    last = self._stop_frame.encode() if self._stopped else b""
+                    last = (self._stop_frame if self._stopped else self._cut_frame).encode()
                     self._last = len(last)
                     await send({"type": "http.response.body", "body": last, "more_body": False})
             except OSError:  # the client went away while we were writing: nothing left to tell
@@ -245,6 +273,11 @@ class EventStreamResponse(Response):
     def stop(self) -> None:
         """End the stream now, with its stop frame (a shutdown)."""
         self._stopped = True
+        self._end_frames()
+
+    def cut(self, frame: str) -> None:
+        """End the stream now, with ``frame`` (a follower too slow for its run's others)."""
+        self._cut_frame = frame
         self._end_frames()
 
     def keep_alive(self) -> None:

@@ -2,8 +2,7 @@
 threads, for a sidebar), ``DELETE /threads/{id}``, ``GET /runs/{runId}/events`` (a run
 followed again after a reload: every frame after ``Last-Event-ID``, then the rest live) and
 ``POST /runs/{runId}/cancel``; and what ``POST /`` does with a thread: a run kept as it goes
-(``kept_run``), and a hydrate, a run with no messages (``hydrate``), which answers the thread
-as it stands and calls no model.
+(``carry_response``); a hydrate (``bridge.serve.http.hydrate``) follows a run with them.
 
 Every frame of a kept run carries an ``id:`` (the run's id, percent-encoded, and the frame's
 number), which ``Last-Event-ID`` gives back. Another owner's thread or run reads as unknown.
@@ -18,29 +17,23 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from urllib.parse import unquote
 
-import anyio.to_thread
 from ag_ui.core import (
     BaseEvent,
-    RunAgentInput,
     RunErrorEvent,
-    RunFinishedEvent,
-    RunFinishedInterruptOutcome,
 )
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
 from bridge.core.encode import encode_event
 from bridge.core.errors import BridgeError, InvalidRunInputError
+from bridge.serve.http.admission import Slot
 from bridge.serve.http.bridge import Bridge
-from bridge.serve.http.frames import FrameWriter
-from bridge.serve.http.stream import SSE_HEADERS, EventStreamResponse, FrameSink
-from bridge.serve.run.loop import run_started
+from bridge.serve.http.stream import EventStreamResponse, FrameSink
+from bridge.serve.threads.followers import CUT_FRAME
 from bridge.serve.threads.keeper import ThreadKeeper
 from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.run_frames import RunGoneError, ends_run, id_prefix, with_ids
 from bridge.serve.threads.store import RunKey, ThreadStoreError
-from bridge.serve.threads.thread import Thread, dumped, snapshot_frames
 
 logger = logging.getLogger("agui_bridge")
 
@@ -71,7 +64,7 @@ def _unknown(what: str) -> InvalidRunInputError:
     return InvalidRunInputError(f"no such {what}", status=404, code="not_found")
 
 
-def _unavailable(exc: ThreadStoreError) -> InvalidRunInputError:
+def unavailable(exc: ThreadStoreError) -> InvalidRunInputError:
     return InvalidRunInputError(exc.message, status=503, code=exc.code)
 
 
@@ -82,7 +75,7 @@ async def list_threads(bridge: Bridge, request: Request) -> Response:
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     except ThreadStoreError as exc:
-        return bridge.refused(_unavailable(exc))
+        return bridge.refused(unavailable(exc))
     return bridge.json_response(
         {
             "threads": [
@@ -117,7 +110,7 @@ async def forget_thread(bridge: Bridge, request: Request) -> Response:
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     except ThreadStoreError as exc:
-        return bridge.refused(_unavailable(exc))
+        return bridge.refused(unavailable(exc))
     return Response(status_code=204)
 
 
@@ -140,7 +133,7 @@ async def cancel_run(bridge: Bridge, request: Request) -> Response:
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     except ThreadStoreError as exc:
-        return bridge.refused(_unavailable(exc))
+        return bridge.refused(unavailable(exc))
     bridge.telemetry.thread("cancel", "", run_id)
     return bridge.json_response({"runId": run_id, "cancelled": True}, status_code=202)
 
@@ -157,6 +150,8 @@ async def run_events(bridge: Bridge, request: Request) -> Response:
         run = RunKey(owner, run_id)  # the caller's run of that id: never another owner's
         live = keeper.live.get(run)
         if live is not None:  # this process's run
+            if after >= live.last and (after > live.last or live.ended):
+                return _at_the_end(run_id, after, live.last)
             if not live.can_follow(after):
                 raise InvalidRunInputError(
                     f"the run {run_id!r} passed --max-thread-bytes: its early events were let go",
@@ -166,14 +161,17 @@ async def run_events(bridge: Bridge, request: Request) -> Response:
             bridge.telemetry.thread("reconnect", "", run_id, max(live.last - after, 0))
             if isinstance(live, LiveRun):
                 return carry_response(bridge, live, after)
-            return follow_response(bridge, run_id, live.follow(after))
+            ended = live
+            return follow_response(bridge, run_id, lambda _: ended.follow(after))
         source = await _from_other(keeper, run, after)
+        if source is None:
+            return Response(status_code=204)
         bridge.telemetry.thread("reconnect", "", run_id, 0)
     except InvalidRunInputError as exc:
         return bridge.refused(exc)
     except ThreadStoreError as exc:
-        return bridge.refused(_unavailable(exc))
-    return follow_response(bridge, run_id, source)
+        return bridge.refused(unavailable(exc))
+    return follow_response(bridge, run_id, lambda _: source)
 
 
 def _after(request: Request, run_id: str) -> int:
@@ -181,9 +179,10 @@ def _after(request: Request, run_id: str) -> int:
     ``?after=N``; 0 for none."""
     given = request.headers.get("last-event-id") or ""
     ident, _, number = given.rpartition(":")
-    if not given:
+    ident = unquote(ident)  # as the frames' ``id:`` lines write it
+    if not given:  # the run id as the path gave it, decoded once
         ident, number = run_id, request.query_params.get("after", "0")
-    if unquote(ident) != run_id or not number.isdigit() or len(number) > 12:
+    if ident != run_id or not (number.isascii() and number.isdigit()) or len(number) > 12:
         raise InvalidRunInputError(
             f"Last-Event-ID {given[:80]!r} names no frame of the run {run_id!r}",
             status=400,
@@ -192,17 +191,40 @@ def _after(request: Request, run_id: str) -> int:
     return int(number)
 
 
-async def _from_other(keeper: ThreadKeeper, run: RunKey, after: int) -> Frames:
+def _at_the_end(run_id: str, after: int, last: int) -> Response:
+    """A client that has every frame of an ended run (204), or names one past the last its
+    run wrote (400)."""
+    if after == last:
+        return Response(status_code=204)
+    raise InvalidRunInputError(
+        f"Last-Event-ID names frame {after} of the run {run_id!r}, which has {last}",
+        status=400,
+        code="invalid_input",
+    )
+
+
+async def _from_other(keeper: ThreadKeeper, run: RunKey, after: int) -> Frames | None:
     """The frames after ``after`` of a run of another process (a shared store), as the store
-    has them; 404 for another owner's run or none."""
-    if keeper.store.shared:
-        info = await keeper.store.run_info(run)
-        if info is not None:
-            return _from_store(keeper, run, after, "" if info.ended else info.process)
-    raise _unknown("run")
+    has them; ``None`` when the run ended with frame ``after`` (the client has them all);
+    404 for another owner's run or none; 400 for a frame past an ended run's last."""
+    if not keeper.store.shared:
+        raise _unknown("run")
+    info = await keeper.store.run_info(run)
+    if info is None:
+        raise _unknown("run")
+    if info.ended and after and not await keeper.store.run_events(run, after, 0):
+        # Nothing after it: the client had the last frame, or names one never written.
+        if not await keeper.store.run_events(run, after - 1, 0):
+            raise InvalidRunInputError(
+                f"Last-Event-ID names frame {after} of the run {run.run_id!r}, past its last",
+                status=400,
+                code="invalid_input",
+            )
+        return None
+    return from_store(keeper, run, after, "" if info.ended else info.process)
 
 
-async def _from_store(keeper: ThreadKeeper, run: RunKey, after: int, process: str) -> Frames:
+async def from_store(keeper: ThreadKeeper, run: RunKey, after: int, process: str) -> Frames:
     """A run of another process, as the store has its frames; ends with its terminal frame, or
     when the store has nothing more of it. ``process``: the one running it, asked to hand its
     frames to the store as they come (``""``: none, the run has ended)."""
@@ -246,10 +268,16 @@ async def _from_store(keeper: ThreadKeeper, run: RunKey, after: int, process: st
 
 
 def follow_response(
-    bridge: Bridge, run_id: str, source: Frames, after_first: Callable[[], str] | None = None
+    bridge: Bridge,
+    run_id: str,
+    source: Callable[[Callable[[], None]], Frames],
+    after_first: Callable[[], str] | None = None,
+    slot: Slot | None = None,
 ) -> EventStreamResponse:
-    """The SSE response of a client following a run. ``after_first``: frames sent after the
-    run's first (a hydrate's snapshot of the thread the run goes on in). A follower of another
+    """The SSE response of a client following a run: ``source`` gives its frames, given what
+    cuts the response (a follower too slow, ``LiveRun.follow``). ``after_first``: frames sent
+    after the run's first (a hydrate's snapshot of the thread the run goes on in), whose place
+    among the runs (``slot``) is given back once they are sent. A follower of another
     process's run whose store goes ends with RUN_ERROR ``thread_store_unavailable``, one whose
     frames were let go (past ``--max-thread-bytes``) with ``run_not_kept``, one whose run
     stopped being written (its process died) with ``run_lost``: without an id, not
@@ -260,7 +288,7 @@ def follow_response(
 
     async def produce(sink: FrameSink) -> None:
         try:
-            async for first, frames in source:
+            async for first, frames in source(lambda: response.cut(CUT_FRAME)):
                 if first == 1 and after_first is not None:  # after RUN_STARTED, without ids
                     sink.add(with_ids(prefix, 1, frames[:1]) + after_first())
                     if len(frames) > 1:
@@ -268,10 +296,13 @@ def follow_response(
                 else:
                     sink.add(with_ids(prefix, first, frames))
                 await sink.flush()
+                if slot is not None:  # the hydrate's work is done: following is not a run
+                    slot.release()
         except (ThreadStoreError, RunGoneError, RunLostError) as exc:
             sink.add(_lost(bridge, exc))
 
-    return bridge.follow_stream(produce)
+    response = bridge.follow_stream(produce, slot.hand_over() if slot is not None else None)
+    return response
 
 
 def carry_response(bridge: Bridge, live: LiveRun, after: int = 0) -> EventStreamResponse:
@@ -282,86 +313,17 @@ def carry_response(bridge: Bridge, live: LiveRun, after: int = 0) -> EventStream
 
     async def produce(sink: FrameSink) -> None:
         try:
-            await live.carry(sink.add, sink.flush, after)
+            await live.carry(sink.add, sink.flush, after, lambda: response.cut(CUT_FRAME))
         except RunGoneError as exc:
             sink.add(_lost(bridge, exc))
 
-    return bridge.follow_stream(produce)
+    response = bridge.follow_stream(produce)
+    return response
 
 
 def _lost(bridge: Bridge, exc: BridgeError) -> str:
     """The RUN_ERROR that ends a follower's stream whose frames could not all be given."""
     return bridge.redactor.redact(encode_event(RunErrorEvent(message=exc.message, code=exc.code)))
-
-
-# -- POST / with a thread ---------------------------------------------------------------------
-
-
-async def hydrate(
-    bridge: Bridge, keeper: ThreadKeeper, run_input: RunAgentInput, owner: str, writer: FrameWriter
-) -> Response:
-    """A run with no messages: the thread as it stands (``MESSAGES_SNAPSHOT``, its state, the
-    interrupt it waits on), or, when a run goes on in it, that run from its start with the
-    thread before it, then live. An unknown thread is an empty one. No model is called."""
-    thread_id = run_input.thread_id
-    live = keeper.live.of_thread(owner, thread_id)
-    try:
-        thread = None if live is not None else await keeper.thread(owner, thread_id)
-        if live is not None and live.can_follow(0):
-            before = await _thread_before(live)
-            bridge.telemetry.thread("hydrate", thread_id, live.run_id, live.last)
-            return _following(bridge, live.run_id, live.follow(0), before, writer)
-        if thread is not None and thread.running is not None and keeper.store.shared:
-            running = RunKey(owner, thread.running)
-            info = await keeper.store.run_info(running)
-            # Going on elsewhere, or ended with its thread not saved as it left it yet (its end's
-            # save comes after its events): the run, whole, from the store.
-            if info is not None:
-                process = "" if info.ended else info.process
-                source = _from_store(keeper, running, 0, process)
-                bridge.telemetry.thread("hydrate", thread_id, thread.running)
-                return _following(bridge, thread.running, source, thread, writer)
-    except ThreadStoreError as exc:
-        return bridge.refused(_unavailable(exc))
-    shown = thread or Thread()
-    bridge.telemetry.thread("hydrate", thread_id, run_input.run_id)
-    started = run_started(run_input)
-    snapshot = await anyio.to_thread.run_sync(_redacted_snapshot, bridge, shown, writer)
-    frames = [writer.frame(started), *snapshot, writer.frame(_finished(run_input, shown))]
-    body = with_ids(id_prefix(run_input.run_id), 1, frames)
-    return Response(body, media_type="text/event-stream", headers=SSE_HEADERS)
-
-
-def _following(
-    bridge: Bridge, run_id: str, source: Frames, before: Thread, writer: FrameWriter
-) -> Response:
-    snapshot = "".join(_redacted_snapshot(bridge, before, writer))
-    return follow_response(bridge, run_id, source, lambda: snapshot)
-
-
-async def _thread_before(live: LiveRun) -> Thread:
-    """The thread as the run going on in it began: its input's messages and state."""
-    run_input: RunAgentInput = live.input
-    messages = await anyio.to_thread.run_sync(dumped, run_input.messages)
-    return Thread(messages, run_input.state)
-
-
-def _redacted_snapshot(bridge: Bridge, thread: Thread, writer: FrameWriter) -> list[str]:
-    """The thread's snapshot for the hydrating client's line (``writer.protocol``)."""
-    frames = snapshot_frames(thread, tool_text=writer.protocol == "0.0")
-    return [bridge.redactor.redact(frame) for frame in frames]
-
-
-def _finished(run_input: RunAgentInput, thread: Thread) -> RunFinishedEvent:
-    outcome = None
-    if thread.interrupts:
-        try:
-            outcome = RunFinishedInterruptOutcome.model_validate(
-                {"type": "interrupt", "interrupts": thread.interrupts}
-            )
-        except ValidationError:
-            logger.warning("thread %s: its interrupts could not be read", run_input.thread_id)
-    return RunFinishedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id, outcome=outcome)
 
 
 def timed_out(config_timeout: float) -> BaseEvent:

@@ -21,6 +21,7 @@ from ag_ui.core import (
 from starlette.responses import Response
 
 from bridge.core.encode import encode_event
+from bridge.serve.http.admission import Slot
 from bridge.serve.http.bridge import Bridge
 from bridge.serve.http.frames import FrameWriter, client_protocol
 from bridge.serve.http.stream import FrameSink
@@ -40,7 +41,9 @@ def proxied_request_of(run_input: RunAgentInput) -> Any:
     return props.get("__proxiedMCPRequest") if isinstance(props, dict) else None
 
 
-def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float) -> Response:
+def answer(
+    bridge: Bridge, run_input: RunAgentInput, value: Any, received: float, slot: Slot
+) -> Response:
     """The widget's request answered as a run of its own: ``RUN_STARTED`` at once, then
     ``RUN_FINISHED`` with the MCP server's answer or the error."""
     started = run_started(run_input)
@@ -69,22 +72,14 @@ def answer(bridge: Bridge, run_input: RunAgentInput, value: Any, received: float
         bridge.telemetry.proxied(server, method, outcome, time.perf_counter() - received)
         sink.add(frame)
 
-    return bridge.event_stream(produce)
-
-
-#: The slice of a frame redacted in one call: a few milliseconds' scan, after which the GIL, and
-#: with it the event loop, may change hands.
-_SLICE = 256 * 1024
+    return bridge.event_stream(produce, slot)
 
 
 def finished_frame(finished: RunFinishedEvent, redactor: Redactor) -> str:
     """The frame of a widget's ``RUN_FINISHED``, as ``FrameWriter`` writes it for every client
     line (it has no ``outcome``, the one field a line shapes), redacted a slice at a time by
     the redactor that carries a secret across the slices' edges."""
-    frame = encode_event(finished)
-    text = redactor.stream()
-    pieces = [text.feed(frame[start : start + _SLICE]) for start in range(0, len(frame), _SLICE)]
-    return "".join([*pieces, text.close()])
+    return redactor.redact_sliced(encode_event(finished))
 
 
 async def answer_widget(

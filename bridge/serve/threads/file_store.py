@@ -6,13 +6,7 @@ and its document after it, replaced whole (a temporary file, then ``os.replace``
 reader never sees half done); it expires ``ttl`` seconds after its modification time.
 ``DIR/threads/<owner>/.forgotten-<thread>``: the thread's generation, made new by each forget,
 kept ``run_alive``: the save of a run begun before a forget comes to nothing.
-``DIR/runs/<run>.events`` (``<run>``: a digest of the run's owner and id, ``RunKey.name``,
-never of a client's id alone): a run's events, appended by the process that runs it: a line of
-JSON naming the run, its owner and its thread, then a line per batch (``[first, frames]``);
-``<run>.ended`` beside it once the last batch is in, kept ``RUN_KEPT`` seconds.
-``DIR/cancels/<run>``: a cancel asked, kept ``CANCEL_KEPT`` seconds.
-``DIR/wants/<process>/<run>``: a follower's ask for a run's events as they come, taken (removed)
-by the process that runs it; one left by a process that died goes after ``run_alive``.
+``DIR/runs``, ``DIR/cancels``, ``DIR/wants``: the runs' files (``bridge.serve.threads.file_runs``).
 
 What has expired reads as gone at once; its files go at the next sweep, at most once a minute.
 """
@@ -24,24 +18,28 @@ import logging
 import os
 import secrets
 import tempfile
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
 
-from bridge.serve.threads import store
-from bridge.serve.threads.folders import entries, remove_if_older, taken_asks, thread_names, touch
+from bridge.serve.threads.budget import THREAD_OVERHEAD
+from bridge.serve.threads.file_runs import RunFiles
+from bridge.serve.threads.folders import (
+    SINCE,
+    entries,
+    fit,
+    made_owner_folder,
+    remove_if_older,
+    thread_names,
+)
 from bridge.serve.threads.records import (
-    CANCEL_KEPT,
     RUN_ALIVE,
     digest,
-    frames_of,
     summary_from_json,
     summary_json,
 )
@@ -55,8 +53,6 @@ T = TypeVar("T")
 SWEEP_EVERY = 60.0
 #: How often ``run_events`` looks at a run's file while it waits for a batch (seconds).
 POLL_EVERY = 0.05
-#: Runs whose read position is remembered (a follower's next read starts where the last ended).
-_POSITIONS = 256
 #: A temporary file older than this (seconds) was left by a process that died while saving.
 _LEFT_OVER = 3600.0
 #: What begins the name of a thread's generation in its owner's folder.
@@ -74,6 +70,7 @@ class FileThreads:
         *,
         ttl: float,
         max_threads: int = 1000,
+        max_bytes: int = 1 << 62,
         run_alive: float = RUN_ALIVE,
     ) -> None:
         self.folder = folder
@@ -81,11 +78,9 @@ class FileThreads:
         self._ttl = ttl
         self._run_alive = run_alive
         self._max_threads = max_threads
+        self._max_bytes = max_bytes
         self._swept = 0.0
-        # run → (offset of its next unread batch, the last frame number before it), for reads
-        # in several worker threads at once
-        self._positions: OrderedDict[RunKey, tuple[int, int]] = OrderedDict()
-        self._positions_lock = threading.Lock()
+        self._runs = RunFiles(folder, run_alive)
 
     async def _run(self, work: Callable[..., T], *args: object) -> T:
         """``work(*args)`` in a worker thread, after a sweep if one is due."""
@@ -159,9 +154,13 @@ class FileThreads:
         replace and after it, and takes back what it wrote when the forget came between."""
         if generation is not None and self._generation(folder, name) != generation:
             return False
+        if len(document) + THREAD_OVERHEAD > self._max_bytes:
+            logger.info("the thread store %s: a thread over its budget alone; not kept", self.shown)
+            with suppress(FileNotFoundError):
+                os.unlink(folder / name)  # what it was before goes: it is not the thread
+            return True
         for attempt in range(2):
-            folder.parent.mkdir(exist_ok=True)
-            folder.mkdir(exist_ok=True)
+            made_owner_folder(folder)
             try:
                 handle, temporary = tempfile.mkstemp(dir=folder, prefix=".saving-")
                 break
@@ -189,6 +188,12 @@ class FileThreads:
                     os.unlink(folder / name)
             return False
         self._bound(folder)
+        if folder / name in fit(self.folder, self._max_bytes):
+            logger.info(
+                "the thread store %s is full (--thread-store-bytes): a thread of its "
+                "newest owner is not kept",
+                self.shown,
+            )
         return True
 
     def _bound(self, folder: Path) -> None:
@@ -254,10 +259,7 @@ class FileThreads:
         except (ValueError, KeyError):  # none of ours: gone all the same
             return ThreadSummary("", "", 0.0)
 
-    # --- runs ---------------------------------------------------------------------------------
-
-    def _run_path(self, run: RunKey, suffix: str) -> Path:
-        return self.folder / "runs" / f"{run.name}{suffix}"
+    # --- runs (``file_runs``) -------------------------------------------------------------------
 
     async def run_begin(
         self,
@@ -278,10 +280,7 @@ class FileThreads:
         return generation
 
     def _begin(self, run: RunKey, head: bytes, folder: Path, name: str) -> str:
-        (self.folder / "runs").mkdir(exist_ok=True)
-        self._run_path(run, ".ended").unlink(missing_ok=True)
-        with self._run_path(run, ".events").open("wb") as file:
-            file.write(head)
+        self._runs.begin(run, head)
         generation = self._generation(folder, name)
         with suppress(FileNotFoundError):  # kept as long as the run may go on
             os.utime(folder / f"{_FORGOTTEN}{name}")
@@ -293,125 +292,38 @@ class FileThreads:
     async def run_append_many(self, batches: Sequence[tuple[RunKey, Batch, bool]]) -> None:
         def append_all() -> None:  # one worker thread for them all
             for run, batch, ended in batches:
-                line = json.dumps([batch.first, list(batch.frames)]) + "\n"
-                self._append(run, line.encode() if batch.frames else b"", ended)
+                self._runs.append(run, batch, ended)
 
         await self._run(append_all)
 
-    def _append(self, run: RunKey, line: bytes, ended: bool) -> None:
-        # No O_CREAT: a run that was never begun here has no file to add to (an OSError).
-        handle = os.open(self._run_path(run, ".events"), os.O_WRONLY | os.O_APPEND)
-        with os.fdopen(handle, "wb") as file:
-            file.write(line)  # a reader takes whole lines only: the rest is read next time
-        if ended:  # after the last line: whoever sees the marker finds every batch
-            self._run_path(run, ".ended").touch()
-
     async def run_info(self, run: RunKey) -> RunInfo | None:
-        return await self._run(self._info, run)
-
-    def _info(self, run: RunKey) -> RunInfo | None:
-        opened = self._open_run(run)
-        if opened is None:
-            return None
-        file, head, ended = opened
-        file.close()
-        fields = json.loads(head)
-        if fields.get("owner") != run.owner or fields.get("run") != run.run_id:
-            return None  # the store's own record says whose it is
-        return RunInfo(
-            owner=fields["owner"],
-            thread_id=fields["thread"],
-            ended=ended,
-            process=str(fields.get("process", "")),
-        )
-
-    def _open_run(self, run: RunKey) -> tuple[BinaryIO, bytes, bool] | None:
-        """The run's events file, open past its head; the head; whether the run ended.
-        ``None`` when the store keeps no events of it: never begun here (or being begun),
-        ended ``RUN_KEPT`` ago, or silent ``RUN_ALIVE`` since its last batch."""
-        now = time.time()
-        try:  # before the file is read: whoever sees the marker then finds every batch
-            ended: float | None = self._run_path(run, ".ended").stat().st_mtime
-        except FileNotFoundError:
-            ended = None
-        try:
-            file = self._run_path(run, ".events").open("rb")
-        except FileNotFoundError:
-            return None
-        head = file.readline()
-        written = os.fstat(file.fileno()).st_mtime
-        kept_until = written + self._run_alive if ended is None else ended + store.RUN_KEPT
-        if kept_until <= now or not head.endswith(b"\n"):
-            file.close()
-            return None
-        return file, head, ended is not None
+        return await self._run(self._runs.info, run)
 
     async def run_events(self, run: RunKey, after: int, wait: float) -> list[Batch]:
         """Read what the run's file holds after ``after``; while there is none and the run
         goes on, look again every ``POLL_EVERY`` seconds until ``wait`` is up."""
         deadline = anyio.current_time() + wait
         while True:
-            batches, going = await self._run(self._read, run, after)
+            batches, going = await self._run(self._runs.read, run, after)
             if batches or not going or anyio.current_time() + POLL_EVERY > deadline:
                 return batches
             await anyio.sleep(POLL_EVERY)
 
-    def _read(self, run: RunKey, after: int) -> tuple[list[Batch], bool]:
-        """The batches after ``after`` complete in the file, and whether the run goes on."""
-        opened = self._open_run(run)
-        if opened is None:
-            return [], False
-        file, head, ended = opened
-        with file:
-            with self._positions_lock:
-                offset, last = self._positions.get(run, (0, 0))
-            if offset == 0 or last > after or offset > os.fstat(file.fileno()).st_size:
-                offset, last = len(head), 0  # from the first batch
-            file.seek(offset)
-            data = file.read()
-        whole = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
-        batches = []
-        for line in whole.splitlines():
-            first, frames = json.loads(line)
-            batch = Batch(int(first), frames_of(frames))
-            last = max(last, batch.last)
-            if batch.last > after:
-                batches.append(batch)
-        with self._positions_lock:
-            self._positions[run] = (offset + len(whole), last)
-            self._positions.move_to_end(run)
-            while len(self._positions) > _POSITIONS:
-                self._positions.popitem(last=False)
-        return batches, not ended
-
-    # --- cancels ------------------------------------------------------------------------------
-
-    def _wants(self, process: str) -> Path:
-        return self.folder / "wants" / digest(process)
-
     async def want(self, run: RunKey, process: str) -> None:
-        await self._run(touch, self._wants(process) / run.name)
+        await self._run(self._runs.want, run, process)
 
     async def wanted(self, process: str, runs: Sequence[RunKey]) -> list[RunKey]:
         if not runs:
             return []
-        return await self._run(taken_asks, self._wants(process), list(runs))
+        return await self._run(self._runs.wanted, process, list(runs))
 
     async def cancel(self, run: RunKey) -> None:
-        await self._run(touch, self.folder / "cancels" / run.name)
+        await self._run(self._runs.cancel, run)
 
     async def cancelled(self, runs: Sequence[RunKey]) -> list[RunKey]:
         if not runs:
             return []
-        return await self._run(self._cancelled, list(runs))
-
-    def _cancelled(self, runs: list[RunKey]) -> list[RunKey]:
-        now, asked = time.time(), []
-        for run in runs:
-            with suppress(FileNotFoundError):
-                if (self.folder / "cancels" / run.name).stat().st_mtime + CANCEL_KEPT > now:
-                    asked.append(run)
-        return asked
+        return await self._run(self._runs.cancelled, list(runs))
 
     # --- housekeeping -------------------------------------------------------------------------
 
@@ -426,34 +338,26 @@ class FileThreads:
             logger.warning("the thread store %s was not swept: %s", self.shown, exc)
 
     def _sweep(self, now: float) -> None:
-        """Remove expired threads (and owners' folders left empty), runs kept ``RUN_KEPT``
-        past their end (or ``RUN_ALIVE`` past their last batch) and old cancels."""
+        """Remove expired threads (and owners' folders left empty), then the runs' files
+        (``RunFiles.sweep``)."""
         for owner in entries(self.folder / "threads"):
             if not owner.is_dir(follow_symlinks=False):
                 continue  # none of ours: owners are folders
             for thread in entries(owner.path):
+                if thread.name == SINCE:
+                    continue
                 kept = self._ttl
                 if thread.name.startswith(_FORGOTTEN):
                     kept = self._run_alive
                 elif thread.name.startswith("."):
                     kept = _LEFT_OVER
                 remove_if_older(thread, now - kept)
+            if not thread_names(Path(owner.path)):  # the owner is seen anew when it comes back
+                with suppress(FileNotFoundError):
+                    os.unlink(os.path.join(owner.path, SINCE))
             with suppress(OSError):  # not empty: a thread is left, or was saved just now
                 os.rmdir(owner.path)
-        for run in entries(self.folder / "runs"):
-            suffix = run.name.rpartition(".")[2]
-            if suffix == "ended" and remove_if_older(run, now - store.RUN_KEPT):
-                with suppress(FileNotFoundError):
-                    os.unlink(run.path[: -len("ended")] + "events")
-            elif suffix == "events" and not os.path.exists(run.path[: -len("events")] + "ended"):
-                remove_if_older(run, now - self._run_alive)
-        for cancel in entries(self.folder / "cancels"):
-            remove_if_older(cancel, now - CANCEL_KEPT)
-        for process in entries(self.folder / "wants"):
-            for ask in entries(process.path):
-                remove_if_older(ask, now - self._run_alive)
-            with suppress(OSError):  # not empty: the process is alive and asked of
-                os.rmdir(process.path)
+        self._runs.sweep(now)
 
     async def available(self) -> bool:
         return await anyio.to_thread.run_sync(
@@ -461,4 +365,4 @@ class FileThreads:
         )
 
     async def aclose(self) -> None:
-        self._positions.clear()
+        self._runs.clear()

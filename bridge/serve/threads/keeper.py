@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from ag_ui.core import (
@@ -42,6 +42,8 @@ from bridge.serve.threads.thread import Thread, dumped, read_document
 from bridge.serve.tools.claims import StoreWatch
 
 logger = logging.getLogger("agui_bridge")
+
+T = TypeVar("T")
 
 SHUTTING_DOWN = "the bridge is shutting down; try again"
 #: The bytes of input (and of frames, each) up to which a thread is made on the event loop: as
@@ -71,6 +73,8 @@ class ThreadKeeper:
         self._poller: asyncio.Task[None] | None = None
         #: What a shared store gets of this process's runs, for followers on other processes.
         self._mirror = Mirror(store) if store.shared else None
+        #: Hydrates' work in worker threads, one at a time (``off_loop``).
+        self._snapshots: anyio.CapacityLimiter | None = None
 
     def owner(self, request: Request) -> str:
         return self.owners.of(request)
@@ -88,7 +92,17 @@ class ThreadKeeper:
         document = await self.store.load(owner, thread_id)
         if document is None:
             return None
-        return await anyio.to_thread.run_sync(read_document, document)
+        return await self.off_loop(read_document, document)
+
+    async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
+        """A hydrate's work (a thread read, its snapshot made): in a worker thread, one at a
+        time in the process. Each step of it holds the GIL (a JSON parse, a scan), and so the
+        event loop, while it runs; the loop takes its turn between steps, but forty threads
+        wanting the GIL at once made each of its turns wait for them all (``/health`` took
+        up to a second). One at a time costs no speed: they could not run at once anyway."""
+        if self._snapshots is None:
+            self._snapshots = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(work, *args, limiter=self._snapshots)
 
     async def threads(self, owner: str) -> list[ThreadSummary]:
         """The owner's threads, each with the owner's run going on in it, if any (never
@@ -115,8 +129,17 @@ class ThreadKeeper:
         self, run_input: RunAgentInput, owner: str, input_bytes: int | None = None
     ) -> LiveRun:
         """A run of ``owner``'s, kept as it goes (409 when a run of the owner's of that id goes
-        on; another owner's run of the same id is another run, and not told of).
+        on; another owner's run of the same id is another run, and not told of; 400 for an id
+        no URL path can carry).
         ``input_bytes``: the size of the body it came in, when known."""
+        if run_input.run_id in (".", "..") or "/" in run_input.run_id:
+            raise InvalidRunInputError(
+                f"the run id {run_input.run_id[:80]!r} cannot be followed at "
+                "/runs/{runId}/events (no URL path holds it): with threads kept, a run id is "
+                "not '.' nor '..' and holds no '/'",
+                status=400,
+                code="invalid_input",
+            )
         going = self.live.get(RunKey(owner, run_input.run_id))
         if going is not None and not going.ended:
             raise InvalidRunInputError(
@@ -145,6 +168,20 @@ class ThreadKeeper:
         if store.shared and (self._poller is None or self._poller.done()):
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
         return live
+
+    def give_way(self) -> bool:
+        """Every place among the runs going on is taken: the run nobody has followed for the
+        longest ends as it would after its grace, and gives its place back now; ``False``
+        when every run has its client."""
+        alone = [
+            live
+            for live in self.live.running()
+            if live.alone_since is not None and live.cancel_reason is None
+        ]
+        if not alone:
+            return False
+        min(alone, key=lambda live: live.alone_since or 0.0).give_way()
+        return True
 
     async def cancel_ends(self, live: LiveRun, run_input: RunAgentInput) -> list[BaseEvent]:
         """What ends a cancelled run: the ends of what it left open, then RUN_FINISHED with

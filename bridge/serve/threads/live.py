@@ -8,10 +8,11 @@ owner's ``POST /runs/{id}/cancel``, the grace running out) stops the upstream re
 the run with what is open closed and ``RUN_FINISHED`` outcome ``cancelled``.
 
 A follower that lags ``FOLLOW_WINDOW`` frames behind makes the run wait, as a slow reader
-slows the upstream read without threads; a run nobody follows waits for nobody. The frames
-kept are bounded by ``max_bytes`` (the thread's limit): past it the run goes on for its
-followers, its early frames are let go once read, and it can no longer be followed from its
-start nor kept in its thread (``kept`` is ``False``).
+slows the upstream read without threads; one that stays there while others follow is cut
+(``followers``): one slow reader holds only itself. A run nobody follows waits for nobody.
+The frames kept are bounded by ``max_bytes`` (the thread's limit): past it the run goes on for
+its followers, its early frames are let go once read, and it can no longer be followed from
+its start nor kept in its thread (``kept`` is ``False``).
 
 With a shared store (``Mirrors``), the run's frames go there as they come once it is ``wanted``
 (asked for elsewhere, or past ``max_bytes``), and all of them at its end.
@@ -26,11 +27,10 @@ from typing import Any, Protocol
 
 from ag_ui.core import BaseEvent
 
+from bridge.serve.threads.followers import FOLLOW_WINDOW, Followers, Rider
 from bridge.serve.threads.run_frames import (
-    FOLLOW_WINDOW,
     NOT_KEPT_FRAME,
     EndWith,
-    Rider,
     RunGoneError,
     ends_run,
     id_prefix,
@@ -44,6 +44,12 @@ logger = logging.getLogger("agui_bridge")
 
 #: The events that end a cancelled run: what it left open closed, and its terminal event.
 CancelEnds = Callable[["LiveRun"], Awaitable[Sequence[BaseEvent]]]
+
+
+class Place(Protocol):
+    """The place a run holds among the runs going on (``bridge.serve.http.admission``)."""
+
+    def release(self) -> None: ...
 
 
 class Mirrors(Protocol):
@@ -81,16 +87,8 @@ class LiveRun:
         self.kept = True
         self.ended = False
         self.cancel_reason: str | None = None
-        #: One per follower waiting for more (of its own: a follower that leaves cancels
-        #: only its own wait, with no shield to make per frame).
-        self._waiting: list[asyncio.Future[None]] = []
-        self._followers: dict[int, int] = {}  # follower → the last frame it took
-        self._keys = 0  # the last follower's key
-        #: The follower whose frames the run's own task writes as it flushes (``carry``).
-        self._rider: Rider | None = None
-        self._drained: asyncio.Future[None] | None = None
+        self._followers = Followers(grace, self._abandon)
         self._task: asyncio.Task[None] | None = None
-        self._alone: asyncio.TimerHandle | None = None
         self._mirror = mirror
         self._mirrored = 0  # frames the shared store has
         #: Whether its frames go to the shared store as they come (not only at its end).
@@ -108,6 +106,9 @@ class LiveRun:
         self.saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         #: The run's input (``RunAgentInput``): what a hydrate shows while the run goes on.
         self.input: Any = None
+        #: Its place among the runs going on, given back as it ends, or at once when it gives
+        #: way to a run whose client is there (``give_way``).
+        self.slot: Place | None = None
 
     # -- written by the run (the output's sink) --------------------------------------------
 
@@ -127,37 +128,39 @@ class LiveRun:
             self.wanted = True  # what it lets go of must be in the store first
 
     async def flush(self) -> None:
-        rider = self._rider
-        if rider is not None and rider.taken < self._base + len(self._frames):
+        followers = self._followers
+        rider = followers.rider
+        if rider is not None and rider.taken < self.last:
             # The run's task writes the rider's frames: here, not in a coroutine of its own
             # (one more a token).
-            taken, end = rider.taken, self._base + len(self._frames)
+            taken, end = rider.taken, self.last
             rider.add(with_ids(rider.prefix, taken + 1, self._frames[taken - self._base :]))
-            rider.taken = self._followers[rider.key] = end
+            rider.taken = end
+            followers.took(rider.key, end)
+            followers.riding = self._task
             try:
                 await rider.flush()
             except asyncio.CancelledError:
-                # The run cancelled while the client's socket was full: the server wrote
-                # nothing (it waits before it writes); the follower writes those frames again.
+                # The run cancelled while the client's socket was full, or a second follower
+                # came (``_join``): the server wrote nothing (it waits before it writes); the
+                # follower writes those frames again.
                 rider.taken = taken
-                if rider.key in self._followers:
-                    self._followers[rider.key] = taken
-                self._release(rider)
-                raise
+                followers.took(rider.key, taken)
+                followers.release(rider)
+                if not followers.unseated():
+                    raise
             except Exception:  # the response is over (its client gone, or it was stopped)
                 rider.failed = True
-                self._release(rider)
-        if self._waiting:
-            self._wake()
+                followers.release(rider)
+            finally:
+                followers.riding = None
+        followers.wake()
         if self._mirror is not None and self.wanted:
             self._mirror.more(self)
         if not self.kept:
             self._let_go()
-        # A follower of its own task may lag (the rider has every frame once written).
-        while len(self._followers) > (self._rider is not None) and self._lag() > FOLLOW_WINDOW:
-            if self._drained is None or self._drained.done():
-                self._drained = asyncio.get_running_loop().create_future()
-            await self._drained
+        if followers and followers.lag(self.last) > FOLLOW_WINDOW:
+            await followers.wait_for_slowest(self.last)
 
     @property
     def size(self) -> int:
@@ -173,19 +176,9 @@ class LiveRun:
         """Every frame kept (all of them while ``kept``)."""
         return list(self._frames)
 
-    def _wake(self) -> None:
-        if self._waiting:
-            waiting, self._waiting = self._waiting, []
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    def _lag(self) -> int:
-        return self.last - min(self._followers.values())
-
     def _let_go(self) -> None:
         """Past the limit: drop the frames every follower has taken (all, with none)."""
-        taken = min(self._followers.values(), default=self.last)
+        taken = min(self._followers.taken.values(), default=self.last)
         drop = min(taken, self._mirrored if self._mirror is not None else taken) - self._base
         if drop > 0:
             del self._frames[:drop]
@@ -193,13 +186,16 @@ class LiveRun:
 
     # -- followed by clients ---------------------------------------------------------------
 
-    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, list[str]]]:
+    async def follow(
+        self, after: int = 0, cut: Callable[[], None] | None = None
+    ) -> AsyncIterator[tuple[int, list[str]]]:
         """``(number of the first, frames)`` after frame ``after``, as they come, until the
-        run's end; ``RunGoneError`` when those frames were let go."""
-        key = self._join(after)
+        run's end, or until the follower is cut (``cut`` ends its response); ``RunGoneError``
+        when those frames were let go."""
+        key = self._followers.join(after, cut)
         taken = after
         try:
-            while True:
+            while not self._followers.was_cut(key):
                 end = self.last
                 if taken < end:
                     chunk = self._take(key, taken, end)
@@ -208,24 +204,29 @@ class LiveRun:
                     continue
                 if self.ended:
                     return
-                await self._wait()
+                await self._followers.wait()
         finally:
-            self._leave(key)
+            self._followers.leave(key, self.ended)
 
     async def carry(
-        self, add: Callable[[str], None], flush: Callable[[], Awaitable[None]], after: int = 0
+        self,
+        add: Callable[[str], None],
+        flush: Callable[[], Awaitable[None]],
+        after: int = 0,
+        cut: Callable[[], None] | None = None,
     ) -> None:
         """Follow the run as ``follow`` does, into ``add`` (the frames after ``after``, each
         with its ``id:`` line) then ``flush``, until the run's end, and with no task
-        switch per frame: once this follower has every frame, the run's own task writes each
-        as it flushes (``flush`` waits while the client's socket is full, so a slow reader slows
-        the run, as without threads). One follower at a time rides so; another waits as
-        ``follow``'s do. ``RunGoneError`` when the frames were let go."""
-        key = self._join(after)
+        switch per frame: once this follower has every frame and is the only one, the run's
+        own task writes each as it flushes (``flush`` waits while the client's socket is full,
+        so a slow reader slows the run, as without threads). With others, each writes its
+        own. ``RunGoneError`` when the frames were let go."""
+        key = self._followers.join(after, cut)
         taken = after
         prefix = id_prefix(self.run_id)
+        followers = self._followers
         try:
-            while True:
+            while not followers.was_cut(key):
                 end = self.last
                 if taken < end:
                     chunk = self._take(key, taken, end)
@@ -235,60 +236,30 @@ class LiveRun:
                     continue
                 if self.ended:
                     return
-                if self._rider is not None:
-                    await self._wait()
+                if followers.rider is not None or len(followers) > 1:
+                    await followers.wait()
                     continue
-                rider = self._rider = Rider(key, taken, add, prefix, flush)
+                rider = followers.rider = Rider(key, taken, add, prefix, flush)
                 try:
                     await rider.released
                 finally:
-                    if self._rider is rider:
-                        self._rider = None
+                    if followers.rider is rider:
+                        followers.rider = None
                 if rider.failed:
                     return  # its response is over
                 taken = rider.taken
         finally:
-            self._leave(key)
-
-    def _release(self, rider: Rider) -> None:
-        if self._rider is rider:
-            self._rider = None
-        if not rider.released.done():
-            rider.released.set_result(None)
-
-    def _join(self, after: int) -> int:
-        key = self._keys = self._keys + 1
-        self._followers[key] = after
-        if self._alone is not None:
-            self._alone.cancel()
-            self._alone = None
-        return key
+            self._followers.leave(key, self.ended)
 
     def _take(self, key: int, taken: int, end: int) -> list[str]:
         """The frames after ``taken`` up to ``end``, taken by the follower ``key``."""
         if taken < self._base:
             raise RunGoneError.of(self.run_id)
         chunk = self._frames[taken - self._base :]
-        self._followers[key] = end
+        self._followers.took(key, end)
         if not self.kept:  # what every follower took goes
             self._let_go()
-        drained = self._drained
-        if drained is not None and not drained.done():
-            drained.set_result(None)
         return chunk
-
-    async def _wait(self) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiter)
-        await waiter
-
-    def _leave(self, key: int) -> None:
-        del self._followers[key]
-        drained = self._drained
-        if drained is not None and not drained.done():
-            drained.set_result(None)  # a run waiting for this follower waits no more
-        if not self._followers and not self.ended:
-            self._alone = asyncio.get_running_loop().call_later(self._grace, self._abandon)
 
     def want(self) -> None:
         """A follower on another process asked for the run: its frames go to the store as
@@ -305,9 +276,22 @@ class LiveRun:
     def followed(self) -> bool:
         return bool(self._followers)
 
+    @property
+    def alone_since(self) -> float | None:
+        """Since when nobody follows it (``time.monotonic()``); ``None`` while somebody does."""
+        return self._followers.alone_since
+
+    def give_way(self) -> None:
+        """Nobody follows it and the runs' places are all taken: it ends now as it would
+        after its grace (``abandoned``), and its place goes at once to a run whose client is
+        there."""
+        logger.info("run %s: nobody follows it; it gives its place to a new run", self.run_id)
+        self.cancel("abandoned")
+        if self.slot is not None:
+            self.slot.release()
+
     def _abandon(self) -> None:
-        self._alone = None
-        if not self._followers and not self.ended:
+        if not self.ended:
             logger.info("run %s: no client came back in %gs; cancelled", self.run_id, self._grace)
             self.cancel("abandoned")
 
@@ -361,11 +345,10 @@ class LiveRun:
             logger.exception("run %s failed", self.run_id)
         finally:
             self.ended = True
-            self._wake()
-            if self._rider is not None:
-                self._release(self._rider)
-            if self._alone is not None:
-                self._alone.cancel()
+            self._followers.wake()
+            if self._followers.rider is not None:
+                self._followers.release(self._followers.rider)
+            self._followers.stop_grace()
             if not self.finished.done():
                 self.finished.set_result(None)
             if self._mirror is not None:  # its last frames go to the store before its end

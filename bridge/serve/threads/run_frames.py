@@ -1,11 +1,10 @@
 """What a kept run's frames are made of around its ``LiveRun`` (``bridge.serve.threads.live``):
 their ``id:`` lines, the frame that ends a run, the frame said when a thread passes its limit,
-the error of frames let go, and the follower the run's own task writes (``Rider``)."""
+and the error of frames let go."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
 from ag_ui.core import BaseEvent, CustomEvent
@@ -14,8 +13,6 @@ from bridge.core.encode import encode_event
 from bridge.core.errors import BridgeError
 from bridge.serve.threads.store import Batch
 
-#: Frames a follower may be behind before the run waits for it.
-FOLLOW_WINDOW = 256
 #: The characters of frames one entry of a shared store carries at most (a frame more than it
 #: when one alone passes it): a run handed over whole, at its end or to a follower that comes
 #: late, goes in entries each encoded and sent in a moment.
@@ -65,25 +62,6 @@ class RunGoneError(BridgeError):
             f"the run {run_id!r} passed --max-thread-bytes: the events this client had not "
             "taken yet were let go"
         )
-
-
-class Rider:
-    """The follower whose frames the run's own task writes (``LiveRun.carry``)."""
-
-    __slots__ = ("add", "failed", "flush", "key", "prefix", "released", "taken")
-
-    def __init__(
-        self,
-        key: int,
-        taken: int,
-        add: Callable[[str], None],
-        prefix: str,
-        flush: Callable[[], Awaitable[None]],
-    ) -> None:
-        self.key, self.taken, self.add, self.prefix, self.flush = key, taken, add, prefix, flush
-        self.failed = False
-        #: Set when the run's task writes for it no more (the run ended, or a write failed).
-        self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 #: Writes the run's last events through its own writer (redacted, shaped for its client).

@@ -74,7 +74,10 @@ def snapshot_frames(thread: Thread, *, tool_text: bool = False) -> list[str]:
     client's schema takes a string only; a 1.0 client may have made the thread), the text of
     its text parts, as the model read it on Chat Completions."""
     messages = [_tool_as_text(m) for m in thread.messages] if tool_text else thread.messages
-    frames = [_frame({"type": "MESSAGES_SNAPSHOT", "messages": messages})]
+    # A message at a time (the same bytes as the event encoded whole): in a worker thread, the
+    # event loop gets the GIL between messages, not only after a thread of megabytes.
+    listed = ",".join([orjson.dumps(message).decode() for message in messages])
+    frames = [f'data: {{"type":"MESSAGES_SNAPSHOT","messages":[{listed}]}}\n\n']
     if thread.state is not None:
         frames.append(_frame({"type": "STATE_SNAPSHOT", "snapshot": thread.state}))
     return frames

@@ -243,7 +243,9 @@ class FileClaims:
         with os.scandir(self.folder) as entries:
             for entry in entries:
                 expiry, _, _ = entry.name.partition("-")
-                if (expiry.isdigit() and int(expiry) < now) or expiry == "stale":
+                if (
+                    expiry.isascii() and expiry.isdigit() and int(expiry) < now
+                ) or expiry == "stale":
                     if entry.is_dir(follow_symlinks=False):
                         continue  # none of ours: claims are files
                     with suppress(FileNotFoundError):  # another process swept it first

@@ -194,7 +194,7 @@ async def read_whole(response: httpx.Response, limit: int, what: str) -> bytes:
     checked as each piece is decoded: a caller that cannot afford a piece's expansion, about a
     thousand to one, asks for none and refuses one that comes anyway.)"""
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise UpstreamProtocolError(
             f"the upstream's answer to {what} is {int(declared)} bytes long, more than {limit}"
         )

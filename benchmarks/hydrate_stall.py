@@ -1,0 +1,154 @@
+"""How long hydrates hold the bridge's event loop (issue 56, point 4): the latency of
+``GET /health`` while the bridge answers hydrates of big threads, and what they cost its memory.
+
+Three processes: the scripted upstream, the bridge (``agui-bridge serve --threads memory``)
+and this one, which first makes two threads (a run whose user message is ``--big-mb`` MB: a
+thread at about ``--max-thread-bytes``; one of ``--thread-mb`` MB), then, while a thread of its
+own asks ``/health`` back to back:
+
+- ``one big``: a hydrate of the big thread, ``--runs`` times one after another (the slowest
+  ``/health`` answer is about the longest the loop was held: the issue's bound is 50 ms);
+- ``many``: ``--many`` hydrates at once of the other thread (the bound: ``/health`` at most
+  100 ms), each read whole; with the bridge's resident memory before and at its highest.
+
+    python benchmarks/hydrate_stall.py              # 15 MB and 6 MB threads, 40 at once
+    python benchmarks/hydrate_stall.py --smoke      # 2 MB and 1 MB threads, 5 at once, one run
+    PYTHONPATH=/tmp/before python benchmarks/hydrate_stall.py   # another checkout's bridge
+
+Each hydrate's answer is checked (its thread whole). Timing never fails a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+from harness import free_port, health_probes, rss_bytes, stall_figures
+from tool_result_stall import _process
+
+MIB = 1024 * 1024
+
+
+def _body(thread: str, text: str) -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": f"run-{time.monotonic_ns()}",
+        "messages": [{"id": f"u-{thread}", "role": "user", "content": text}] if text else [],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+
+
+def _made(url: str, thread: str, size: int) -> None:
+    """A thread whose first message is ``size`` bytes of words, kept."""
+    text = ("many words " * (size // 11 + 1))[:size]
+    answer = httpx.post(url, json=_body(thread, text), timeout=300)
+    answer.raise_for_status()
+    deadline = time.monotonic() + 120
+    while len(_hydrate(url, thread)) < size:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the thread {thread} was not kept (is --max-thread-bytes too small?)")
+        time.sleep(0.2)
+
+
+def _hydrate(url: str, thread: str) -> bytes:
+    with httpx.Client(timeout=300) as client:
+        answer = client.post(url, json=_body(thread, ""))
+    answer.raise_for_status()
+    return answer.content
+
+
+def _serving(port: int) -> int:
+    """The process whose command line serves ``port`` (0 when none is found)."""
+    wanted = f"\0--port\0{port}\0".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if wanted in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except OSError:
+                continue
+    return 0
+
+
+def _rss_peak(pid: int, done: threading.Event, peak: list[int]) -> None:
+    while not done.is_set():
+        peak[0] = max(peak[0], rss_bytes(pid))
+        time.sleep(0.01)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--smoke", action="store_true", help="small threads, 5 at once, one run")
+    parser.add_argument("--big-mb", type=float, default=15.0, help="the big thread (MB)")
+    parser.add_argument("--thread-mb", type=float, default=6.0, help="the many's thread (MB)")
+    parser.add_argument("--many", type=int, default=40, help="hydrates at once")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    big = int((2 if args.smoke else args.big_mb) * 1e6)
+    size = int((1 if args.smoke else args.thread_mb) * 1e6)
+    many = 5 if args.smoke else args.many
+    runs = 1 if args.smoke else args.runs
+    import bridge
+
+    print(f"hydrate stall: a {big / 1e6:g} MB thread alone, {many} at once of {size / 1e6:g} MB")
+    print(f"  bridge from {bridge.__file__}")
+    upstream_port, bridge_port = free_port(), free_port()
+    upstream = f"http://127.0.0.1:{upstream_port}"
+    base = f"http://127.0.0.1:{bridge_port}"
+    up = [sys.executable, "-m", "bridge", "scripted-upstream", "--port", str(upstream_port)]
+    up += ["--log-level", "warning"]
+    limit = str(max(16 * MIB, big * 2))
+    command = [
+        sys.executable, "-m", "bridge", "serve", "--upstream-url", f"{upstream}/v1",
+        "--model", "scripted-reasoning-content", "--port", str(bridge_port), "--threads", "memory",
+        "--max-thread-bytes", limit, "--max-body-bytes", limit, "--log-level", "warning",
+    ]  # fmt: skip
+    with _process(up, upstream), _process(command, f"{base}/agent"):
+        url = f"{base}/agent/"
+        pid = _serving(bridge_port)
+        _made(url, "big", big)
+        _made(url, "thread", size)
+        print("  case          /health max     p99     p50  probes  took     RSS before → peak")
+        for _ in range(runs):
+            with health_probes(f"{base}/agent", timeout=60) as latencies:
+                started = time.perf_counter()
+                got = _hydrate(url, "big")
+                took = time.perf_counter() - started
+            assert len(got) > big, "the big thread was not whole"
+            row = stall_figures(latencies)
+            print(
+                f"  one big     {row['max_ms']:9.1f} ms {row['p99_ms']:6.1f} ms "
+                f"{row['p50_ms']:5.1f} ms {row['probes']:6.0f} {took:5.2f} s"
+            )
+        for _ in range(runs):
+            before = rss_bytes(pid) if pid else 0
+            done, peak = threading.Event(), [before]
+            watcher = threading.Thread(target=_rss_peak, args=(pid, done, peak), daemon=True)
+            if pid:
+                watcher.start()
+            with health_probes(f"{base}/agent", timeout=60) as latencies:
+                started = time.perf_counter()
+                with ThreadPoolExecutor(many) as pool:
+                    answers = list(pool.map(lambda _: _hydrate(url, "thread"), range(many)))
+                took = time.perf_counter() - started
+            done.set()
+            assert all(len(a) > size for a in answers), "a hydrate's thread was not whole"
+            row = stall_figures(latencies)
+            memory = f"{before / MIB:6.0f} → {peak[0] / MIB:4.0f} MiB" if pid else "      ?"
+            print(
+                f"  many ({many:2})  {row['max_ms']:9.1f} ms {row['p99_ms']:6.1f} ms "
+                f"{row['p50_ms']:5.1f} ms {row['probes']:6.0f} {took:5.2f} s  {memory}"
+            )
+
+
+if __name__ == "__main__":
+    main()
