@@ -103,7 +103,7 @@ coverage:
 # fairness beside a firehose (issue 25).
 SOLO_BENCHMARKS := redaction transcript_fold tool_result_stall tool_image_stall big_body_stall state_patch_stall \
 	firehose observability fairness health_blocked_store hostile_upstream attachment_stall thread_stores \
-	threads_cpu idle_streams
+	threads_cpu idle_streams hydrate_stall
 
 # Every benchmark's smoke run, SMOKE_JOBS at once (benchmarks/smoke.py: each its own ports).
 SMOKE_JOBS ?= 3

@@ -6,10 +6,12 @@ and this one, which first makes two threads (a run whose user message is ``--big
 thread at about ``--max-thread-bytes``; one of ``--thread-mb`` MB), then, while a thread of its
 own asks ``/health`` back to back:
 
-- ``one big``: a hydrate of the big thread, ``--runs`` times one after another (the slowest
-  ``/health`` answer is about the longest the loop was held: the issue's bound is 50 ms);
+- ``one big``: a hydrate of the big thread, ``--runs`` times one after another, read by another
+  process (the slowest ``/health`` answer is about the longest the loop was held: the issue's
+  bound is 50 ms);
 - ``many``: ``--many`` hydrates at once of the other thread (the bound: ``/health`` at most
-  100 ms), each read whole; with the bridge's resident memory before and at its highest.
+  100 ms), each read whole (by threads of another process: their reading holds no GIL of the
+  probe's); with the bridge's resident memory before and at its highest.
 
     python benchmarks/hydrate_stall.py              # 15 MB and 6 MB threads, 40 at once
     python benchmarks/hydrate_stall.py --smoke      # 2 MB and 1 MB threads, 5 at once, one run
@@ -24,7 +26,7 @@ import argparse
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,59 @@ def _hydrate(url: str, thread: str) -> bytes:
         answer = client.post(url, json=_body(thread, ""))
     answer.raise_for_status()
     return answer.content
+
+
+def _hydrates(url: str, thread: str, many: int) -> list[int]:
+    """``many`` hydrates of ``thread`` at once, each read whole: their answers' sizes. Run in a
+    process of its own, so that its readers' work holds no GIL of the probe's."""
+    with ThreadPoolExecutor(many) as pool:
+        return list(pool.map(lambda _: len(_hydrate(url, thread)), range(many)))
+
+
+def _held_in_process(size: int, runs: int) -> list[float]:
+    """The hydrate's own work (a thread's document read, its snapshot made, redacted and
+    encoded, as ``bridge.serve.http.hydrate`` does) in a worker thread of this process, while
+    its event loop sleeps 1 ms at a time: the longest the loop waited (ms), each run. The
+    bridge's hold on its loop with no scheduler, network or other process in the figure."""
+    import asyncio
+
+    import orjson
+
+    from bridge.serve.redact import Redactor
+    from bridge.serve.threads.run_frames import id_prefix, with_ids
+    from bridge.serve.threads.thread import VERSION, read_document, snapshot_frames
+
+    text = ("many words " * (size // 11 + 1))[:size]
+    messages = [{"id": "u", "role": "user", "content": text}]
+    document = orjson.dumps({"v": VERSION, "messages": messages, "interrupts": [], "state": None})
+    redactor = Redactor(["sk-a-secret-of-the-bridge-0123"])
+
+    def work() -> int:
+        thread = read_document(document)
+        assert thread is not None
+        redact = getattr(redactor, "redact_sliced", redactor.redact)  # an older checkout's
+        frames = [redact(f) for f in snapshot_frames(thread)]
+        return len(with_ids(id_prefix("run"), 1, ["data: {}\n\n", *frames]).encode())
+
+    async def held() -> float:
+        gaps, done = [0.0], False
+
+        async def watch() -> None:
+            last = time.perf_counter()
+            while not done:
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0.02)
+        assert await asyncio.to_thread(work) > size
+        done = True
+        await watcher
+        return max(gaps) * 1e3
+
+    return [asyncio.run(held()) for _ in range(runs)]
 
 
 def _serving(port: int) -> int:
@@ -112,6 +167,8 @@ def main() -> None:
         "--model", "scripted-reasoning-content", "--port", str(bridge_port), "--threads", "memory",
         "--max-thread-bytes", limit, "--max-body-bytes", limit, "--log-level", "warning",
     ]  # fmt: skip
+    held = ", ".join(f"{ms:.0f}" for ms in _held_in_process(big, max(runs, 2)))
+    print(f"  in process: the {big / 1e6:g} MB hydrate's work held the loop at most {held} ms")
     with _process(up, upstream), _process(command, f"{base}/agent"):
         url = f"{base}/agent/"
         pid = _serving(bridge_port)
@@ -119,11 +176,13 @@ def main() -> None:
         _made(url, "thread", size)
         print("  case          /health max     p99     p50  probes  took     RSS before → peak")
         for _ in range(runs):
-            with health_probes(f"{base}/agent", timeout=60) as latencies:
-                started = time.perf_counter()
-                got = _hydrate(url, "big")
-                took = time.perf_counter() - started
-            assert len(got) > big, "the big thread was not whole"
+            with ProcessPoolExecutor(1) as reader:
+                reader.submit(int).result()  # the reader's process up before the probes
+                with health_probes(f"{base}/agent", timeout=60) as latencies:
+                    started = time.perf_counter()
+                    [got] = reader.submit(_hydrates, url, "big", 1).result()
+                    took = time.perf_counter() - started
+            assert got > big, "the big thread was not whole"
             row = stall_figures(latencies)
             print(
                 f"  one big     {row['max_ms']:9.1f} ms {row['p99_ms']:6.1f} ms "
@@ -137,11 +196,12 @@ def main() -> None:
                 watcher.start()
             with health_probes(f"{base}/agent", timeout=60) as latencies:
                 started = time.perf_counter()
-                with ThreadPoolExecutor(many) as pool:
-                    answers = list(pool.map(lambda _: _hydrate(url, "thread"), range(many)))
+                with ProcessPoolExecutor(1) as readers:
+                    readers.submit(int).result()
+                    answers = readers.submit(_hydrates, url, "thread", many).result()
                 took = time.perf_counter() - started
             done.set()
-            assert all(len(a) > size for a in answers), "a hydrate's thread was not whole"
+            assert all(a > size for a in answers), "a hydrate's thread was not whole"
             row = stall_figures(latencies)
             memory = f"{before / MIB:6.0f} → {peak[0] / MIB:4.0f} MiB" if pid else "      ?"
             print(
