@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -292,11 +293,12 @@ def test_hydrates_make_their_snapshots_one_at_a_time(monkeypatch: pytest.MonkeyP
 
 
 def test_a_big_threads_snapshot_is_redacted_a_slice_at_a_time(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    """A thread of 3 MB (one user message): its hydrate scans it for the bridge's secrets a
-    slice at a time (one scan of it whole held the GIL, and with it the event loop, for
-    tens of milliseconds), and answers it whole."""
+    """A thread of 3 MB (one user message) kept in a folder two bridges share: a hydrate at
+    the other bridge scans it for the secrets a slice at a time (one scan of it whole held
+    the GIL, and with it the event loop, for tens of milliseconds); the bridge that saved
+    it, redacted, sends the very JSON it saved with no scan again. Each answers it whole."""
     scanned: list[int] = []
     for name in ("redact", "split_held"):
         original = getattr(Redactor, name)
@@ -307,11 +309,8 @@ def test_a_big_threads_snapshot_is_redacted_a_slice_at_a_time(
 
         monkeypatch.setattr(Redactor, name, spy)
     words = "many words " * 300_000
-    with kept_thread(api_key="sk-proj-Wq3Zr8Tn5Vb2Xc7Lm4Kd", max_body_bytes=8 << 20) as (
-        url,
-        _,
-        _,
-    ):
+    key, store = "sk-proj-Wq3Zr8Tn5Vb2Xc7Lm4Kd", tmp_path.as_uri()
+    with kept_thread(store, api_key=key, max_body_bytes=8 << 20) as (url, _, _):
         thread = fresh("th-big")
         given = run_body(
             thread, model=SHORT, messages=[{"id": "big", "role": "user", "content": words}]
@@ -319,6 +318,13 @@ def test_a_big_threads_snapshot_is_redacted_a_slice_at_a_time(
         assert httpx.post(url + "/", json=given, timeout=60).status_code == 200
         wait_until(lambda: _said(url, thread, ""), "the big thread kept")
         scanned.clear()
-        answer = httpx.post(url + "/", json=hydrate_body(thread), timeout=60)
-    assert events(answer.text)[1]["messages"][0]["content"] == words
-    assert scanned and max(scanned) <= 2 * SLICE
+        here = httpx.post(url + "/", json=hydrate_body(thread), timeout=60)
+        scanned_here = [size for size in scanned if size > 1000]
+        config = BridgeConfig(upstream_url="http://127.0.0.1:9/v1", model=SHORT, threads=store)
+        with bridge_for(replace(config, api_key=key)) as other:
+            scanned.clear()
+            there = httpx.post(other + "/", json=hydrate_body(thread), timeout=60)
+    assert events(here.text)[1]["messages"][0]["content"] == words
+    assert events(there.text)[1]["messages"][0]["content"] == words
+    assert scanned_here == []
+    assert scanned and max(scanned) <= 2 * SLICE and sum(scanned) >= len(words)

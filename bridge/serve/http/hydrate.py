@@ -106,7 +106,10 @@ async def _thread_before(keeper: ThreadKeeper, live: LiveRun) -> Thread:
 def _redacted_snapshot(bridge: Bridge, thread: Thread, writer: FrameWriter) -> list[str]:
     """The thread's snapshot for the hydrating client's line (``writer.protocol``), redacted a
     slice at a time (in a worker thread)."""
-    frames = snapshot_frames(thread, tool_text=writer.protocol == "0.0")
+    tool_text = writer.protocol == "0.0"
+    frames = snapshot_frames(thread, tool_text=tool_text)
+    if thread.clean and not tool_text:  # the very JSON this process saved redacted
+        return frames
     return [bridge.redactor.redact_sliced(frame) for frame in frames]
 
 

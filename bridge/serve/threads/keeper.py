@@ -13,6 +13,7 @@ run: the log says so, and the run goes on.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -38,7 +39,7 @@ from bridge.serve.threads.live import LiveRun
 from bridge.serve.threads.mirror import Mirror
 from bridge.serve.threads.owner import OwnerOf, Owners
 from bridge.serve.threads.store import RunKey, ThreadStore, ThreadStoreError, ThreadSummary
-from bridge.serve.threads.thread import Thread, dumped, read_document
+from bridge.serve.threads.thread import Digests, Thread, dumped, read_document
 from bridge.serve.tools.claims import StoreWatch
 
 logger = logging.getLogger("agui_bridge")
@@ -49,6 +50,8 @@ SHUTTING_DOWN = "the bridge is shutting down; try again"
 #: The bytes of input (and of frames, each) up to which a thread is made on the event loop: as
 #: much as a request body parsed there (``bridge.serve.http.run_input.OFF_LOOP_BYTES``).
 OFF_LOOP_BYTES = 64 * 1024
+#: Documents this process saved whose digests it keeps (``Thread.clean``): 32 bytes each.
+MAX_CLEAN = 4096
 #: Seconds between two looks for cancels asked on other processes (a shared store).
 CANCEL_POLL = 1.0
 
@@ -66,6 +69,8 @@ class ThreadKeeper:
         self.config = config
         self.store = store
         self._redact = redact
+        #: Digests of the documents this process saved, redacted (``Thread.clean``).
+        self._clean = Digests(MAX_CLEAN)
         self.owners = Owners(header=config.thread_owner_header, owner=owner)
         self.live = LiveRuns()
         self._watch = StoreWatch(store)
@@ -92,7 +97,7 @@ class ThreadKeeper:
         document = await self.store.load(owner, thread_id)
         if document is None:
             return None
-        return await self.off_loop(read_document, document)
+        return await self.off_loop(self._read, document)
 
     async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
         """A hydrate's work (a thread read, its snapshot made): in a worker thread, one at a
@@ -290,7 +295,16 @@ class ThreadKeeper:
         document = self._redact(thread.document().decode()).encode()
         if len(document) > self.config.max_thread_bytes:
             return None
+        self._clean.add(hashlib.sha256(document).digest())
         return document, self._redact(folded.title())
+
+    def _read(self, document: bytes) -> Thread | None:
+        """The thread a document holds (in a worker thread), ``clean`` when this process
+        saved that very document."""
+        thread = read_document(document)
+        if thread is not None:
+            thread.clean = hashlib.sha256(document).digest() in self._clean
+        return thread
 
     # -- cancels from other processes ------------------------------------------------------
 

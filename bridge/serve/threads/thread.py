@@ -9,6 +9,8 @@ event by event on the way out.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,9 @@ class Thread:
     state: Any = None
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     running: str | None = None
+    #: Read from a document this process saved, redacted with its secrets (``ThreadKeeper``):
+    #: its snapshot needs no scan for them again.
+    clean: bool = False
 
     def document(self) -> bytes:
         return orjson.dumps(
@@ -40,6 +45,26 @@ class Thread:
                 "running": self.running,
             }
         )
+
+
+class Digests:
+    """A bounded set of digests (the most recent kept), for worker threads at once."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._kept: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, digest: bytes) -> None:
+        with self._lock:
+            self._kept[digest] = None
+            self._kept.move_to_end(digest)
+            while len(self._kept) > self._most:
+                self._kept.popitem(last=False)
+
+    def __contains__(self, digest: object) -> bool:
+        with self._lock:
+            return digest in self._kept
 
 
 def dumped(messages: Sequence[Message]) -> list[dict[str, Any]]:
