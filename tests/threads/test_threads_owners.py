@@ -25,9 +25,9 @@ from threads_processes import (
     hydrated,
     leave_after,
     listed,
-    processes,
     read_in_background,
     run_body,
+    topology,
 )
 from threads_tools import checked, numbers, sse, wait_until
 
@@ -36,11 +36,7 @@ from threads_tools import checked, numbers, sse, wait_until
 def bridges(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Processes]:
-    folder = tmp_path_factory.mktemp(f"owners-{request.param}")
-    redis_url = None
-    if request.param == "redis":
-        redis_url = request.getfixturevalue("redis").url
-    with processes(request.param, folder, redis_url) as made:
+    with topology(request, tmp_path_factory) as made:
         yield made
 
 

@@ -29,6 +29,7 @@ from threads_processes import (
     processes,
     read_in_background,
     run_body,
+    topology,
 )
 from threads_tools import sse, wait_until
 
@@ -48,10 +49,8 @@ TIMEOUT = "20"
 def bridges(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Processes]:
-    folder = tmp_path_factory.mktemp(f"slow-{request.param}")
-    redis_url = request.getfixturevalue("redis").url if request.param == "redis" else None
-    with processes(
-        request.param, folder, redis_url, "--run-timeout", TIMEOUT, models=f"{FAST},{PACED}"
+    with topology(
+        request, tmp_path_factory, "--run-timeout", TIMEOUT, models=f"{FAST},{PACED}"
     ) as made:
         yield made
 

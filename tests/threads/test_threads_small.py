@@ -22,8 +22,8 @@ from threads_processes import (
     TOPOLOGIES,
     Processes,
     fresh,
-    processes,
     run_body,
+    topology,
 )
 from threads_tools import numbers, sse
 
@@ -32,9 +32,7 @@ from threads_tools import numbers, sse
 def bridges(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Processes]:
-    folder = tmp_path_factory.mktemp(f"small-{request.param}")
-    redis_url = request.getfixturevalue("redis").url if request.param == "redis" else None
-    with processes(request.param, folder, redis_url, models=SHORT) as made:
+    with topology(request, tmp_path_factory, models=SHORT) as made:
         yield made
 
 

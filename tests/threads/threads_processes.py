@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from test_load_balancer import Replica, started
 from threads_tools import sse
 
@@ -72,6 +73,22 @@ def processes(
         with started([command] * count, {}) as made:
             urls = [f"http://{replica.address}/agent" for replica in made]
             yield Processes(kind, urls * (3 // count), upstream, made)
+
+
+@contextmanager
+def topology(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    *flags: str,
+    models: str = LONG,
+) -> Iterator[Processes]:
+    """The bridges of the topology a fixture parametrized by ``TOPOLOGIES`` is asked for (its
+    folder made, its Redis the module's), each given ``flags``."""
+    kind = request.param
+    folder = tmp_path_factory.mktemp(f"{request.module.__name__}-{kind}")
+    redis_url = request.getfixturevalue("redis").url if kind == "redis" else None
+    with processes(kind, folder, redis_url, *flags, models=models) as made:
+        yield made
 
 
 def run_body(

@@ -196,8 +196,12 @@ def _at_the_end(run_id: str, after: int, last: int) -> Response:
     run wrote (400)."""
     if after == last:
         return Response(status_code=204)
-    raise InvalidRunInputError(
-        f"Last-Event-ID names frame {after} of the run {run_id!r}, which has {last}",
+    raise _past_the_end(run_id, after)
+
+
+def _past_the_end(run_id: str, after: int) -> InvalidRunInputError:
+    return InvalidRunInputError(
+        f"Last-Event-ID names frame {after} of the run {run_id!r}, past the last it wrote",
         status=400,
         code="invalid_input",
     )
@@ -215,11 +219,7 @@ async def _from_other(keeper: ThreadKeeper, run: RunKey, after: int) -> Frames |
     if info.ended and after and not await keeper.store.run_events(run, after, 0):
         # Nothing after it: the client had the last frame, or names one never written.
         if not await keeper.store.run_events(run, after - 1, 0):
-            raise InvalidRunInputError(
-                f"Last-Event-ID names frame {after} of the run {run.run_id!r}, past its last",
-                status=400,
-                code="invalid_input",
-            )
+            raise _past_the_end(run.run_id, after)
         return None
     return from_store(keeper, run, after, "" if info.ended else info.process)
 
@@ -285,8 +285,10 @@ def follow_response(
     was."""
 
     prefix = id_prefix(run_id)
+    held = slot
 
     async def produce(sink: FrameSink) -> None:
+        nonlocal held
         try:
             async for first, frames in source(lambda: response.cut(CUT_FRAME)):
                 if first == 1 and after_first is not None:  # after RUN_STARTED, without ids
@@ -296,8 +298,9 @@ def follow_response(
                 else:
                     sink.add(with_ids(prefix, first, frames))
                 await sink.flush()
-                if slot is not None:  # the hydrate's work is done: following is not a run
-                    slot.release()
+                if held is not None:  # the hydrate's work is done: following is not a run
+                    held.release()
+                    held = None
         except (ThreadStoreError, RunGoneError, RunLostError) as exc:
             sink.add(_lost(bridge, exc))
 

@@ -110,12 +110,9 @@ def fit(folder: Path, max_bytes: int) -> list[Path]:
         with suppress(FileNotFoundError):
             size = run.stat(follow_symlinks=False).st_size
             total += size
-            if run.name.endswith(".events") and os.path.exists(
-                run.path[: -len("events")] + "ended"
-            ):
-                ended.append(
-                    (os.stat(run.path[: -len("events")] + "ended").st_mtime, size, run.path)
-                )
+            if run.name.endswith(".events"):  # ended: its marker beside it (``file_runs``)
+                marked = os.stat(run.path[: -len("events")] + "ended").st_mtime
+                ended.append((marked, size, run.path))
     ended.sort()
     for _, size, path in ended:
         if total <= max_bytes:

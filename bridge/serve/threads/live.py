@@ -135,8 +135,9 @@ class LiveRun:
             # (one more a token).
             taken, end = rider.taken, self.last
             rider.add(with_ids(rider.prefix, taken + 1, self._frames[taken - self._base :]))
-            rider.taken = end
-            followers.took(rider.key, end)
+            # Only the run's own task waits for followers to take more, and it is here: no
+            # wait to wake (``Followers.took``).
+            rider.taken = followers.taken[rider.key] = end
             followers.riding = self._task
             try:
                 await rider.flush()
@@ -159,7 +160,8 @@ class LiveRun:
             self._mirror.more(self)
         if not self.kept:
             self._let_go()
-        if followers and followers.lag(self.last) > FOLLOW_WINDOW:
+        # A rider is alone and has every frame: only followers of their own tasks may lag.
+        if followers.rider is None and followers and followers.lag(self.last) > FOLLOW_WINDOW:
             await followers.wait_for_slowest(self.last)
 
     @property
