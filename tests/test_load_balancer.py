@@ -152,7 +152,7 @@ def approving(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Nginx, list[Replica]]]:
     """Replicas with the clock MCP server's tools, every call of them waiting for approval."""
-    flags = ("--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*")
+    flags = ("--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*", "--connect-timeout", "60")
     with balanced(tmp_path_factory.mktemp("nginx"), *flags) as both:
         yield both
 

@@ -30,6 +30,9 @@ from servers import approving, messages_from, post, run_input, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SERVER = f"{sys.executable} {ROOT / 'examples' / 'mcp_server.py'}"
+#: Four Python MCP servers start at once with two bridges of two workers: on a loaded CI machine
+#: that is more than the default 10 s (a CI run failed so), and this test is not about it.
+MCP_PATIENCE = ("--connect-timeout", "60")
 _T = TypeVar("_T")
 
 
@@ -182,7 +185,15 @@ def test_sigterm_lets_every_workers_runs_finish_then_all_exit() -> None:
 
 def test_one_workers_interrupt_is_resumed_by_another() -> None:
     """No secret in the environment: the parent makes one, and every worker has it."""
-    flags = ("--workers", "2", "--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*")
+    flags = (
+        "--workers",
+        "2",
+        "--mcp",
+        f"clock={MCP_SERVER}",
+        "--approve",
+        "clock__*",
+        *MCP_PATIENCE,
+    )
     with serve(create_scripted_upstream()) as upstream, bridge(upstream, *flags) as made:
         for attempt in range(8):
             ask = [{"id": "u1", "role": "user", "content": "What time is it?"}]
@@ -274,7 +285,15 @@ def copies_at_once(urls: list[str], body: dict[str, Any], count: int) -> list[st
 def test_one_approval_runs_once_across_the_workers() -> None:
     """No store named: the parent gives its workers a folder of claims. Copies of one resume
     reach both workers (sent until they have), and the tool runs once."""
-    flags = ("--workers", "2", "--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*")
+    flags = (
+        "--workers",
+        "2",
+        "--mcp",
+        f"clock={MCP_SERVER}",
+        "--approve",
+        "clock__*",
+        *MCP_PATIENCE,
+    )
     with (
         serve(create_scripted_upstream()) as upstream,
         bridge(upstream, *flags, "--metrics") as made,
@@ -306,7 +325,15 @@ def test_replicas_with_workers_sharing_redis_run_an_approval_once(tmp_path: Path
 
     redis = RedisServer(tmp_path)
     redis.start()
-    flags = ("--workers", "2", "--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*")
+    flags = (
+        "--workers",
+        "2",
+        "--mcp",
+        f"clock={MCP_SERVER}",
+        "--approve",
+        "clock__*",
+        *MCP_PATIENCE,
+    )
     flags += ("--metrics", "--approval-store", redis.url, "--secret-env", "REPLICA_SECRET")
     env = {"REPLICA_SECRET": "replicas-Qx7Vb2Kp9Lm4Nz8Rt1Wy6"}
     try:
