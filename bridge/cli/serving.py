@@ -9,6 +9,7 @@ import copy
 import ctypes
 import ctypes.util
 import errno
+import gc
 import logging
 import logging.config
 import signal
@@ -119,6 +120,16 @@ def return_big_allocations() -> None:
         return
 
 
+def settle_the_collector() -> None:
+    """Keep what the process is made of at start (its modules, schemas, agents: some 70,000
+    objects) out of the garbage collector's full passes: each pass walked them all and held
+    the event loop some 50 ms while forty hydrates came at once (``benchmarks/
+    hydrate_stall.py``). Done once the apps have started, in ``serve``'s own process only; an
+    app that mounts the bridge tunes its own collector."""
+    gc.collect()
+    gc.freeze()
+
+
 def opened_line(
     args: argparse.Namespace, listener: socket.socket, paths: Sequence[str], note: str
 ) -> str:
@@ -170,6 +181,7 @@ def _lifespans(apps: Sequence[tuple[str, Starlette]]) -> Lifespan[Starlette]:
         async with AsyncExitStack() as stack:
             for _, app in apps:
                 await stack.enter_async_context(app.router.lifespan_context(app))
+            settle_the_collector()
             yield
 
     return lifespan

@@ -144,6 +144,14 @@ class Redactor:
         pieces = [stream.feed(text[at : at + SLICE]) for at in range(0, len(text), SLICE)]
         return "".join([*pieces, stream.close()])
 
+    def redact_sliced_bytes(self, data: bytes) -> bytes:
+        """``redact_sliced`` for bytes (UTF-8 or not): a slice decoded and scanned at a time."""
+        if self._scan is None:
+            return data
+        stream = self.stream_bytes()
+        pieces = [stream.feed(data[at : at + SLICE]) for at in range(0, len(data), SLICE)]
+        return b"".join([*pieces, stream.close()])
+
     def redact_bytes(self, data: bytes) -> bytes:
         """``data`` (UTF-8 or not) with every secret, and every piece of one, replaced by
         ``MASK``; every other byte as it was."""

@@ -18,7 +18,7 @@ from bridge.serve.http.threads import Frames, follow_response, from_store, unava
 from bridge.serve.run.loop import run_started
 from bridge.serve.threads.keeper import ThreadKeeper
 from bridge.serve.threads.live import LiveRun
-from bridge.serve.threads.run_frames import id_prefix, with_ids
+from bridge.serve.threads.run_frames import id_prefix
 from bridge.serve.threads.store import RunKey, ThreadStoreError
 from bridge.serve.threads.thread import Thread, dumped, snapshot_frames
 
@@ -74,13 +74,20 @@ async def hydrate(
 
 def _hydrated(
     bridge: Bridge, run_input: RunAgentInput, thread: Thread, writer: FrameWriter
-) -> bytes:
+) -> list[bytes]:
     """A hydrate's whole answer (in a worker thread): ``RUN_STARTED``, the thread's snapshot,
     ``RUN_FINISHED``, each frame with its ``id:``."""
-    started = run_started(run_input)
+    prefix = id_prefix(run_input.run_id).encode()
     snapshot = _redacted_snapshot(bridge, thread, writer)
-    frames = [writer.frame(started), *snapshot, writer.frame(_finished(run_input, thread))]
-    return with_ids(id_prefix(run_input.run_id), 1, frames).encode()
+    frames = [
+        writer.frame(run_started(run_input)).encode(),
+        *snapshot,
+        writer.frame(_finished(run_input, thread)).encode(),
+    ]
+    # Each frame after its ``id:`` line, the frames not copied again (``SlicedResponse``).
+    return [
+        piece for at, frame in enumerate(frames, 1) for piece in (b"%s%d\n" % (prefix, at), frame)
+    ]
 
 
 async def _following(
@@ -92,7 +99,8 @@ async def _following(
     writer: FrameWriter,
     slot: Slot,
 ) -> Response:
-    snapshot = "".join(await keeper.off_loop(_redacted_snapshot, bridge, before, writer))
+    made = await keeper.off_loop(_redacted_snapshot, bridge, before, writer)
+    snapshot = b"".join(made).decode()
     return follow_response(bridge, run_id, source, lambda: snapshot, slot)
 
 
@@ -103,14 +111,14 @@ async def _thread_before(keeper: ThreadKeeper, live: LiveRun) -> Thread:
     return Thread(messages, run_input.state)
 
 
-def _redacted_snapshot(bridge: Bridge, thread: Thread, writer: FrameWriter) -> list[str]:
+def _redacted_snapshot(bridge: Bridge, thread: Thread, writer: FrameWriter) -> list[bytes]:
     """The thread's snapshot for the hydrating client's line (``writer.protocol``), redacted a
     slice at a time (in a worker thread)."""
     tool_text = writer.protocol == "0.0"
     frames = snapshot_frames(thread, tool_text=tool_text)
     if thread.clean and not tool_text:  # the very JSON this process saved redacted
         return frames
-    return [bridge.redactor.redact_sliced(frame) for frame in frames]
+    return [bridge.redactor.redact_sliced_bytes(frame) for frame in frames]
 
 
 def _finished(run_input: RunAgentInput, thread: Thread) -> RunFinishedEvent:

@@ -11,7 +11,7 @@ the bridge's time, by the profile.)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -70,23 +70,31 @@ BODY_SLICE = 256 * 1024
 
 
 class SlicedResponse(Response):
-    """A body made whole beforehand (a hydrate's thread, megabytes of it), sent a slice at a
-    time: each send a step of its own for the event loop. ``on_close`` is called once it is
-    over, however it ended."""
+    """A body made beforehand (a hydrate's thread, megabytes of it), its pieces sent a slice at
+    a time: each send a step of its own for the event loop, and the pieces never copied into
+    one. ``on_close`` is called once it is over, however it ended."""
 
     def __init__(
-        self, body: bytes, *, media_type: str, headers: dict[str, str], on_close: Callable[[], None]
+        self,
+        pieces: Sequence[bytes],
+        *,
+        media_type: str,
+        headers: dict[str, str],
+        on_close: Callable[[], None],
     ) -> None:
-        super().__init__(body, headers=headers, media_type=media_type)
+        size = str(sum(len(piece) for piece in pieces))
+        super().__init__(None, headers={**headers, "content-length": size}, media_type=media_type)
+        self._pieces = pieces
         self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            body = memoryview(self.body)
-            for at in range(0, len(body), BODY_SLICE):
-                piece = bytes(body[at : at + BODY_SLICE])
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            for piece in self._pieces:
+                body = memoryview(piece)
+                for at in range(0, len(body), BODY_SLICE):
+                    part = bytes(body[at : at + BODY_SLICE])
+                    await send({"type": "http.response.body", "body": part, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self._on_close()

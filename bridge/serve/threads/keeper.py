@@ -97,7 +97,15 @@ class ThreadKeeper:
         document = await self.store.load(owner, thread_id)
         if document is None:
             return None
-        return await self.off_loop(self._read, document)
+        thread = await self.off_loop(self._read, document)
+        if thread is None:
+            logger.warning(
+                "thread %s: its document (%d bytes) is damaged or of another version; "
+                "answered as an unknown thread",
+                thread_id,
+                len(document),
+            )
+        return thread
 
     async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
         """A hydrate's work (a thread read, its snapshot made): in a worker thread, one at a
@@ -292,7 +300,7 @@ class ThreadKeeper:
         folded = ThreadFold(dumped(messages), state)
         folded.apply_frames(frames)
         thread = Thread(folded.messages, folded.state, folded.interrupts, running)
-        document = self._redact(thread.document().decode()).encode()
+        document = thread.document(self._redact)
         if len(document) > self.config.max_thread_bytes:
             return None
         self._clean.add(hashlib.sha256(document).digest())
@@ -301,9 +309,10 @@ class ThreadKeeper:
     def _read(self, document: bytes) -> Thread | None:
         """The thread a document holds (in a worker thread), ``clean`` when this process
         saved that very document."""
-        thread = read_document(document)
+        clean = hashlib.sha256(document).digest() in self._clean
+        thread = read_document(document, intact=clean)
         if thread is not None:
-            thread.clean = hashlib.sha256(document).digest() in self._clean
+            thread.clean = clean
         return thread
 
     # -- cancels from other processes ------------------------------------------------------
