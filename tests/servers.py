@@ -161,6 +161,11 @@ def messages_from(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "toolCallId": f["toolCallId"],
                 "content": f["content"],
             }
+        elif kind == "REASONING_ENCRYPTED_VALUE" and f["subtype"] == "tool-call":
+            for message in out.values():  # on the call (Gemini's thought signature)
+                for call in message.get("toolCalls", []):
+                    if call["id"] == f["entityId"]:
+                        call["encryptedValue"] = f["encryptedValue"]
         elif kind == "REASONING_ENCRYPTED_VALUE":
             out[f["entityId"]]["encryptedValue"] = f["encryptedValue"]
         elif kind == "TOOL_CALL_ARGS":

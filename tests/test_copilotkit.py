@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bridge.cli.demo.dialects import thought_signature
 from bridge.cli.demo.tools import send_email
 from bridge.serve.run.resume import ALREADY_RUN_STATEMENT, APPROVED_STATEMENT
 from copilotkit_example import (
@@ -70,10 +71,14 @@ MODELS = (
     "scripted-hermes-text",
     "scripted-harmony-text",
     "scripted-plain",
+    "scripted-gemini",
 )
 REASONING_FREE = ("scripted-plain",)
 #: Models whose reasoning comes signed: the signature must survive CopilotKit's history.
 SIGNED_REASONING = ("scripted-openrouter",)
+#: Models whose first tool call of a step comes signed (Gemini 3's thought signature): the
+#: scripted upstream refuses the follow-up without it, as Gemini does.
+SIGNED_CALLS = ("scripted-gemini",)
 WIRINGS = ("runtime", "direct")
 TOOL_CALLS = [("get_weather", {"city": "Paris"}), ("change_background", {"color": "lightblue"})]
 #: Models that also run the mixed turn (both wirings): the bridge's get_time beside the page's
@@ -380,6 +385,15 @@ def _check_upstream_saw(model: str, requests: list[dict[str, Any]]) -> None:
             assert "I will call get_weather" in calling.get("reasoning_content", ""), calling
         else:
             assert "reasoning_content" not in calling, calling
+        first, second = calls
+        if model in SIGNED_CALLS:
+            # REASONING_ENCRYPTED_VALUE (subtype tool-call), kept on CopilotKit's call, came
+            # back on it as Gemini sent it; the unsigned call went back unsigned.
+            signed = {"google": {"thought_signature": thought_signature(first["id"])}}
+            assert first.get("extra_content") == signed, first
+        assert "extra_content" not in second and (
+            model in SIGNED_CALLS or "extra_content" not in first
+        )
         if model in SIGNED_REASONING:
             # REASONING_ENCRYPTED_VALUE, kept on CopilotKit's reasoning message, came back.
             assert calling["reasoning_details"][-1].get("signature"), calling

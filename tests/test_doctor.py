@@ -41,6 +41,7 @@ EXPECTED: dict[str, tuple[str, list[str] | None, bool, str]] = {
     "scripted-deepseek-legacy": ("reasoning_content", THINK, False, "structured"),
     "scripted-openrouter": ("reasoning_details", None, False, "structured"),
     "scripted-plain": ("none", None, False, "structured"),
+    "scripted-gemini": ("reasoning_content", None, False, "structured"),
     "scripted-hermes-text": ("tags", THINK, False, "hermes"),
     "scripted-mistral-text": ("reasoning_content", None, False, "mistral"),
     "scripted-llama-text": ("reasoning", None, False, "llama"),

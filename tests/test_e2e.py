@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from bridge.cli.demo import SCRIPTED_MODELS
+from bridge.cli.demo.dialects import thought_signature
 from bridge.serve.http.app import create_app, mount
 from servers import (
     ASK_TOOLS,
@@ -122,6 +123,13 @@ def test_frontend_tool_round_trip(stack: Stack, model: str) -> None:
         assert "reasoning_content" not in sent_assistants[0]
     else:  # current turn (after the last user message): reasoning goes back as the field
         assert sent_assistants[0]["reasoning_content"] == reasoning
+    if model == "scripted-gemini":  # its first call's thought signature, on that call
+        first, *others = sent_calls
+        signature = {"google": {"thought_signature": thought_signature(first["id"])}}
+        assert first["extra_content"] == signature
+        assert all("extra_content" not in other for other in others)
+    else:
+        assert all("extra_content" not in call for call in sent_calls)
     if model == "scripted-openrouter":  # its signed detail, as OpenRouter documents
         detail = sent_assistants[0]["reasoning_details"]
         assert detail == [

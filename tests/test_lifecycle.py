@@ -168,8 +168,17 @@ def test_stream_cut_short_is_an_error_not_a_success() -> None:
     assert result.types[-1] == "TEXT_MESSAGE_END"
 
 
-def test_done_without_finish_reason_is_a_complete_stream() -> None:
+def test_done_without_finish_reason_is_a_truncated_stream() -> None:
+    """Issue 57: a stream that never said why it ended is not whole, [DONE] or not
+    (llama-cpp-python's server ends a stream it cuts with [DONE] and no finish_reason)."""
     result = run([chunk(content="ok"), DONE])
+    assert result.text == "ok"
+    assert isinstance(result.outcome.error, UpstreamTruncatedError)
+    assert "[DONE] and no finish_reason" in result.outcome.error.message
+
+
+def test_done_after_a_finish_reason_is_a_complete_stream() -> None:
+    result = run([chunk(content="ok"), chunk(finish="stop"), DONE])
     assert result.outcome.error is None
 
 

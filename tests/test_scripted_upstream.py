@@ -17,7 +17,7 @@ from httpx_sse import connect_sse
 from starlette.applications import Starlette
 
 from bridge.cli.demo import DEFAULT_SCRIPTED_MODEL, SCRIPTED_MODELS, create_scripted_upstream
-from bridge.cli.demo.dialects import THINK_TAG_TEXT
+from bridge.cli.demo.dialects import GEMINI, THINK_TAG_TEXT, thought_signature
 from bridge.cli.demo.tools import DEMO_TOOLS
 from servers import Stack, messages_from, post, run_input, scripted_stack
 
@@ -118,7 +118,23 @@ def client(upstream: tuple[Starlette, httpx.Client]) -> httpx.Client:
 
 
 def body(model: str, scenario: str, **extra: Any) -> dict[str, Any]:
-    return {"model": model, **SCENARIOS[scenario], **extra}
+    given = {"model": model, **SCENARIOS[scenario], **extra}
+    if model == GEMINI and scenario == "tool_results":  # the call as Gemini signed it
+        given["messages"] = signed(given["messages"])
+    return given
+
+
+def signed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with each assistant message's first call signed as scripted-gemini signs."""
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if calls:
+            google = {"thought_signature": thought_signature(calls[0]["id"])}
+            calls = [{**calls[0], "extra_content": {"google": google}}, *calls[1:]]
+            message = {**message, "tool_calls": calls}
+        out.append(message)
+    return out
 
 
 def stream(client: httpx.Client, request: dict[str, Any], **kwargs: Any) -> list[Any]:
@@ -198,7 +214,7 @@ def test_models_lists_every_dialect(client: httpx.Client) -> None:
     assert [m["id"] for m in listing["data"]] == list(SCRIPTED_MODELS)
     assert all(m["object"] == "model" and m["owned_by"] == "agui-bridge" for m in listing["data"])
     assert DEFAULT_SCRIPTED_MODEL == "scripted-reasoning-content" in SCRIPTED_MODELS
-    assert len(SCRIPTED_MODELS) == 16
+    assert len(SCRIPTED_MODELS) == 17
     assert client.get("/health").status_code == 200
 
 
@@ -313,6 +329,7 @@ def test_reasoning_and_text_placement(client: httpx.Client, model: str, scenario
         "scripted-deepseek-legacy": {"reasoning_content", "content"},
         "scripted-openrouter": {"reasoning", "reasoning_details", "content"},
         "scripted-plain": {"content"},
+        "scripted-gemini": {"reasoning_content", "content"},
         "scripted-hermes-text": {"content"},
         "scripted-mistral-text": {"reasoning_content", "content"},
         "scripted-llama-text": {"reasoning", "content"},
@@ -370,7 +387,8 @@ def test_parallel_tool_calls_interleave(client: httpx.Client, model: str) -> Non
     for piece in pieces:
         if piece["index"] not in seen:
             seen.add(piece["index"])
-            assert set(piece) == {"index", "id", "type", "function"}
+            own = {"extra_content"} if model == GEMINI and piece["index"] == 0 else set()
+            assert set(piece) == {"index", "id", "type", "function", *own}
             assert re.fullmatch(r"[A-Za-z0-9]{32}", piece["id"])
             assert piece["type"] == "function"
             assert set(piece["function"]) == {"name", "arguments"}
@@ -559,3 +577,33 @@ def test_every_dialect_emails_alice_and_quotes_the_result(
     assert frames[-1]["type"] == "RUN_FINISHED", frames[-1]
     text = "".join(f["delta"] for f in frames if f["type"] == "TEXT_MESSAGE_CONTENT")
     assert text.strip() == answer
+
+
+def test_scripted_gemini_refuses_a_follow_up_without_its_signature_as_gemini_does(
+    client: httpx.Client,
+) -> None:
+    """Gemini 3 (https://ai.google.dev/gemini-api/docs/thought-signatures): a step of the current
+    turn whose first call lacks its signature is a 400, the error as the one item of an array."""
+    unsigned = client.post(
+        "/v1/chat/completions", json={"model": GEMINI, **SCENARIOS["tool_results"]}
+    )
+    assert unsigned.status_code == 400
+    [answered] = unsigned.json()
+    error = answered["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and error["code"] == 400
+    assert error["message"].startswith("Function call is missing a thought_signature")
+    assert "`default_api:get_weather` , position 1." in error["message"]
+    wrong = signed(AFTER_TOOLS)
+    wrong[1]["tool_calls"][0]["extra_content"]["google"]["thought_signature"] = "forged"
+    forged = client.post(
+        "/v1/chat/completions", json={**body(GEMINI, "tool_results"), "messages": wrong}
+    )
+    assert forged.status_code == 400
+    ok = client.post("/v1/chat/completions", json=body(GEMINI, "tool_results"))
+    assert ok.status_code == 200
+    # An earlier turn's calls are not checked (Gemini validates the current turn only).
+    later = [*AFTER_TOOLS, {"role": "assistant", "content": "Sunny."}, *QUESTION]
+    assert (
+        client.post("/v1/chat/completions", json={"model": GEMINI, "messages": later}).status_code
+        == 200
+    )

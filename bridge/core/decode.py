@@ -15,6 +15,7 @@ from typing import Any
 from bridge.core.errors import UpstreamProtocolError, UpstreamStreamError
 from bridge.core.parts import (
     EncryptedReasoning,
+    Failed,
     Finish,
     Part,
     Reasoning,
@@ -25,6 +26,9 @@ from bridge.core.parts import (
 from bridge.core.usage import token_usage_from_openai
 
 _REASONING_KEYS = frozenset({"reasoning_content", "reasoning", "reasoning_details"})
+#: A streamed tool call's own keys; any other is a provider's (Gemini 3's ``extra_content``,
+#: whose thought signature must come back on the same call: ``ToolCallDelta.fields``).
+_CALL_KEYS = frozenset({"index", "id", "type", "function"})
 
 
 def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
@@ -48,6 +52,8 @@ def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
         if choice is not None:
             _decode_choice(choice, parts)
     usage = chunk.get("usage")
+    if not usage and choices and isinstance(choices[0], dict):
+        usage = choices[0].get("usage")  # Kimi streams its usage in the choice
     if usage:
         if not isinstance(usage, dict):
             raise UpstreamProtocolError("upstream chunk has a 'usage' that is not an object")
@@ -113,7 +119,13 @@ def _decode_choice(choice: dict[str, Any], parts: list[Part]) -> None:
         if tool_calls is not None:
             _decode_tool_calls(tool_calls, parts)
     finish_reason = choice.get("finish_reason")
-    if finish_reason:
+    if finish_reason == "error":
+        # OpenRouter: the provider failed mid-answer, said with no `error` object; the
+        # provider's own reason, when given, in `native_finish_reason`.
+        native = choice.get("native_finish_reason")
+        why = f" ({str(native)[:200]})" if native and native != "error" else ""
+        parts.append(Failed(f"the upstream ended the answer with an error{why}"))
+    elif finish_reason:
         parts.append(Finish(str(finish_reason)))
 
 
@@ -209,11 +221,19 @@ def _decode_tool_calls(tool_calls: Any, parts: list[Part]) -> None:
             arguments = json.dumps(arguments, ensure_ascii=False)
         call_id = call.get("id")
         name = function.get("name")
+        fields = None
+        if len(call) > len(_CALL_KEYS.intersection(call)):  # a provider's own (Gemini's)
+            fields = {
+                str(key): json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+                for key, value in call.items()
+                if key not in _CALL_KEYS
+            }
         parts.append(
             ToolCallDelta(
                 index=index,
                 id=str(call_id) if call_id else None,
                 name=str(name) if name else None,
                 arguments=arguments,
+                fields=fields,
             )
         )

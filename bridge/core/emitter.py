@@ -16,6 +16,7 @@ Rules held here (``@ag-ui/client`` 1.0 and 0.0.x verifiers and reducers):
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +85,11 @@ def random_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+#: The most characters of a provider's own fields on one tool call (Gemini's thought signature
+#: is some kilobytes): an upstream that sends more is broken or hostile, not a model.
+MAX_CALL_FIELDS_CHARS = 1024 * 1024
+
+
 @dataclass(slots=True)
 class _ToolCall:
     index: int
@@ -91,6 +97,8 @@ class _ToolCall:
     name: str = ""
     pending: list[str] = field(default_factory=list)
     id: str = ""  # set when started
+    #: The provider's own fields on the call (``ToolCallDelta.fields``), the last of each key.
+    fields: dict[str, str] | None = None
 
     @property
     def started(self) -> bool:
@@ -223,6 +231,8 @@ class EventEmitter:
             call.upstream_id = delta.id
         if delta.name and not call.name:
             call.name = delta.name
+        if delta.fields:
+            call.fields = _merged(call, delta.fields)
         if delta.arguments:
             if call.started:
                 out.append(tool_call_args(call.id, delta.arguments))
@@ -305,7 +315,7 @@ class EventEmitter:
                 raise UpstreamProtocolError(f"the upstream completed tool call #{index} unnamed")
             self._start_call(call, out)
         self._open_calls.remove(call)
-        out.append(ToolCallEndEvent(tool_call_id=call.id))
+        _end(call, out)
 
     # -- end of turn --------------------------------------------------------------------
     def close(self, out: list[BaseEvent]) -> None:
@@ -318,9 +328,38 @@ class EventEmitter:
                 self._start_call(call, out)
         self._calls.clear()
         for call in self._open_calls:
-            out.append(ToolCallEndEvent(tool_call_id=call.id))
+            _end(call, out)
         self._open_calls.clear()
         if any(call.pending for call in nameless):
             raise UpstreamProtocolError(
                 f"the upstream sent arguments for tool call #{nameless[0].index} but no name"
             )
+
+
+def _merged(call: _ToolCall, fields: dict[str, str]) -> dict[str, str]:
+    merged = {**(call.fields or {}), **fields}
+    if sum(len(key) + len(value) for key, value in merged.items()) > MAX_CALL_FIELDS_CHARS:
+        raise UpstreamProtocolError(
+            f"the upstream put more than {MAX_CALL_FIELDS_CHARS} characters of its own fields "
+            f"on tool call #{call.index}"
+        )
+    return merged
+
+
+def _end(call: _ToolCall, out: list[BaseEvent]) -> None:
+    """END of a call, then what the provider put on it, as the call's encrypted value (AG-UI
+    1.0: subtype ``tool-call``; every client line keeps it on the call and sends it back)."""
+    out.append(ToolCallEndEvent(tool_call_id=call.id))
+    if call.fields:
+        value = fields_value(call.fields)
+        out.append(
+            ReasoningEncryptedValueEvent(
+                subtype="tool-call", entity_id=call.id, encrypted_value=value
+            )
+        )
+
+
+def fields_value(fields: dict[str, str]) -> str:
+    """A call's provider fields (``ToolCallDelta.fields``: key → JSON text) as its encrypted
+    value: one JSON object, each value as it came."""
+    return "{" + ",".join(f"{json.dumps(key)}:{text}" for key, text in fields.items()) + "}"

@@ -30,12 +30,15 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta:
-    """One ``delta.tool_calls[]`` entry: any of id, name and arguments may be missing."""
+    """One ``delta.tool_calls[]`` entry: any of id, name and arguments may be missing.
+    ``fields``: what else the provider put on the call (Gemini's ``extra_content`` with its
+    thought signature), each as the JSON text it came in, to go back on the same call."""
 
     index: int
     id: str | None
     name: str | None
     arguments: str
+    fields: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,14 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class Failed:
+    """The upstream said in its stream that the answer failed (OpenRouter's ``finish_reason:
+    "error"``), after whatever came before it in the same chunk."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     """The upstream's ``finish_reason``."""
 
@@ -86,4 +97,5 @@ Part = (
     | EncryptedReasoning
     | Usage
     | Finish
+    | Failed
 )

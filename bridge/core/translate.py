@@ -20,10 +20,16 @@ from ag_ui.core import BaseEvent, TokenUsage
 
 from bridge.core.decode import decode_chat_chunk, one_text_field
 from bridge.core.emitter import EventEmitter, IdFactory, random_id, reasoning_content, text_content
-from bridge.core.errors import BridgeError, UpstreamProtocolError, UpstreamTruncatedError
+from bridge.core.errors import (
+    BridgeError,
+    UpstreamProtocolError,
+    UpstreamStreamError,
+    UpstreamTruncatedError,
+)
 from bridge.core.parts import (
     BrokenToolCall,
     EncryptedReasoning,
+    Failed,
     Finish,
     Part,
     Reasoning,
@@ -277,10 +283,12 @@ class ChatStreamTranslator:
             self._end_turn(out)
         except BridgeError as exc:
             self._error = self._error or exc
-        if self._error is None and self._finish_reason is None and not self._done:
+        if self._error is None and self._finish_reason is None:
+            # [DONE] alone does not say the answer is whole: llama-cpp-python's server ends a
+            # stream it cut (for a second request) with [DONE] and no finish_reason.
+            said = "[DONE] and no finish_reason" if self._done else "no finish_reason and no [DONE]"
             self._error = UpstreamTruncatedError(
-                "the upstream stream ended before the answer was complete "
-                "(no finish_reason and no [DONE])"
+                f"the upstream stream ended before the answer was complete ({said})"
             )
         return out
 
@@ -313,6 +321,8 @@ class ChatStreamTranslator:
             self._emitter.end_tool_call(part.index, out)  # type: ignore[union-attr]
         elif kind is Usage:
             self._emitter.usage = part.usage  # type: ignore[union-attr]
+        elif kind is Failed:
+            self._fail(UpstreamStreamError(part.message))  # type: ignore[union-attr]
 
     def _reasoning_from_tags(self, text: str, out: list[BaseEvent]) -> None:
         if self._field_reasoning:

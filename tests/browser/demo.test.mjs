@@ -48,6 +48,7 @@ const SCRIPTED_MODELS = [
   "scripted-deepseek-legacy",
   "scripted-openrouter",
   PLAIN_MODEL,
+  "scripted-gemini",
   "scripted-hermes-text",
   "scripted-mistral-text",
   "scripted-llama-text",

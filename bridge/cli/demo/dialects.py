@@ -23,6 +23,10 @@ THINK_NO_OPEN = "scripted-think-no-open"
 DEEPSEEK_LEGACY = "scripted-deepseek-legacy"
 OPENROUTER = "scripted-openrouter"
 PLAIN = "scripted-plain"
+#: Gemini 3's OpenAI-compatible endpoint: the first tool call of each step signed with
+#: ``extra_content.google.thought_signature``, which must come back on that call; reasoning in
+#: ``reasoning_content`` (``include_thoughts``).
+GEMINI = "scripted-gemini"
 #: A server with no tool parser (llama.cpp without --jinja, vLLM without --tool-call-parser):
 #: Qwen-style ``<think>`` reasoning and ``<tool_call>`` JSON calls, all as text in ``content``.
 HERMES_TEXT = "scripted-hermes-text"
@@ -68,6 +72,7 @@ SCRIPTED_MODELS: tuple[str, ...] = (
     DEEPSEEK_LEGACY,
     OPENROUTER,
     PLAIN,
+    GEMINI,
     HERMES_TEXT,
     MISTRAL_TEXT,
     LLAMA_TEXT,
@@ -120,7 +125,7 @@ def generate(
     if layout is not None:
         calls = [Step({"content": token}) for token in layout(script.tool_calls)]
     else:
-        calls = _tool_call_steps(script.tool_calls)
+        calls = _tool_call_steps(script.tool_calls, signed=model == GEMINI)
     steps = [*_segment_steps(script, model), *calls]
     deltas: list[dict[str, Any]] = []
     generated = reasoning = 0
@@ -160,7 +165,14 @@ def _reasoning_steps(tokens: Sequence[str], model: str, resumed: int = 0) -> lis
     """``resumed``: how many reasoning segments came before this one in the same turn."""
     if not tokens or model == PLAIN:
         return []
-    if model in (REASONING_CONTENT, MISTRAL_TEXT, PYTHONIC_TEXT, GLM_TEXT, DEEPSEEK_V3_TEXT):
+    if model in (
+        REASONING_CONTENT,
+        GEMINI,
+        MISTRAL_TEXT,
+        PYTHONIC_TEXT,
+        GLM_TEXT,
+        DEEPSEEK_V3_TEXT,
+    ):
         return [Step({"reasoning_content": token}, True) for token in tokens]
     if model in (REASONING, LLAMA_TEXT, KIMI_TEXT):
         return [Step({"reasoning": token}, True) for token in tokens]
@@ -200,8 +212,14 @@ def _detail(text: str, index: int = 0, *, signature: str | None = None) -> dict[
     return {**detail, "format": "unknown", "index": index}
 
 
-def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
-    """Argument fragments of parallel calls interleaved (a, b, a, b, …): state is per index."""
+def thought_signature(call_id: str) -> str:
+    """What ``scripted-gemini`` signs a call with (as Gemini, opaque base64)."""
+    return base64.b64encode(hashlib.sha256(f"signed {call_id}".encode()).digest()).decode()
+
+
+def _tool_call_steps(calls: Sequence[ScriptedToolCall], *, signed: bool = False) -> list[Step]:
+    """Argument fragments of parallel calls interleaved (a, b, a, b, …): state is per index.
+    ``signed``: the first call carries Gemini's thought signature (its first delta)."""
     steps: list[Step] = []
     for position in range(max((len(call.fragments) for call in calls), default=0)):
         for index, call in enumerate(calls):
@@ -215,6 +233,9 @@ def _tool_call_steps(calls: Sequence[ScriptedToolCall]) -> list[Step]:
                     "type": "function",
                     "function": {"name": call.name, "arguments": fragment},
                 }
+                if signed and index == 0:
+                    google = {"thought_signature": thought_signature(call.id)}
+                    first["extra_content"] = {"google": google}
                 steps.append(Step({"tool_calls": [first]}))
             else:
                 piece = {"index": index, "function": {"arguments": fragment}}
@@ -289,6 +310,8 @@ def accumulate(deltas: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 piece["index"], {"id": "", "type": "function", "function": {"name": ""}}
             )
             call["id"] = piece.get("id", call["id"])
+            if "extra_content" in piece:
+                call["extra_content"] = piece["extra_content"]
             function = call["function"]
             function["name"] += piece["function"].get("name", "")
             function["arguments"] = function.get("arguments", "") + piece["function"]["arguments"]

@@ -23,11 +23,13 @@ from starlette.routing import Route
 from bridge.cli.demo.attachments import CHAT_PART_TYPES, RESPONSES_PART_TYPES, unknown_part
 from bridge.cli.demo.dialects import (
     DEFAULT_SCRIPTED_MODEL,
+    GEMINI,
     SCRIPTED_MODELS,
     Envelope,
     completion_body,
     generate,
     stream_chunks,
+    thought_signature,
 )
 from bridge.cli.demo.responses import response_events, response_object
 from bridge.cli.demo.script import count_prompt_tokens, write_script
@@ -61,6 +63,10 @@ def create_scripted_upstream(*, pace: float = 0.0) -> Starlette:
         model = body.get("model") or DEFAULT_SCRIPTED_MODEL
         if model not in SCRIPTED_MODELS:
             return _error(404, f"model '{model}' not found", code="model_not_found")
+        if model == GEMINI:
+            unsigned = _unsigned(body["messages"])
+            if unsigned is not None:
+                return unsigned
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
             return _error(400, "'max_tokens' must be a positive integer")
@@ -181,6 +187,37 @@ def _unknown_part(items: list[Any], field: str, types: tuple[str, ...]) -> JSONR
     *known, last = (f"'{name}'" for name in types)
     message = f"Invalid value: {kind}. Supported values are: {', '.join(known)}, and {last}."
     return _error(400, message, code="invalid_value", param=f"{field}{where}")
+
+
+def _unsigned(messages: list[Any]) -> JSONResponse | None:
+    """Gemini 3's refusal of a tool loop whose current turn (after the last user message) has
+    a step whose first call lacks the thought signature it was given, in Gemini's words and its
+    body's shape (a JSON array around the error)."""
+    last_user = max((i for i, m in enumerate(messages) if _role(m) == "user"), default=-1)
+    for position, message in enumerate(messages[last_user + 1 :], 1):
+        calls = message.get("tool_calls") if _role(message) == "assistant" else None
+        if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
+            continue
+        first = calls[0]
+        extra = first.get("extra_content")
+        google = extra.get("google") if isinstance(extra, dict) else None
+        given = google.get("thought_signature") if isinstance(google, dict) else None
+        if given != thought_signature(str(first.get("id"))):
+            name = (first.get("function") or {}).get("name")
+            message_text = (
+                "Function call is missing a thought_signature in functionCall parts. This is "
+                "required for tools to work correctly, and missing thought_signature may lead to "
+                f"degraded model performance. Additional data, function call `default_api:{name}` "
+                f", position {position}. please refer to "
+                "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+            )
+            error = {"code": 400, "message": message_text, "status": "INVALID_ARGUMENT"}
+            return JSONResponse([{"error": error}], status_code=400)
+    return None
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
 
 
 def _error(

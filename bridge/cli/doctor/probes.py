@@ -29,6 +29,8 @@ from bridge.cli.doctor.findings import (
 )
 from bridge.cli.doctor.view import PROBE_TOOL, PROBE_TOOL_PROMPT
 from bridge.config import BridgeConfig
+from bridge.core.decode import decode_chat_chunk
+from bridge.core.emitter import fields_value
 from bridge.core.errors import (
     BridgeError,
     UpstreamConnectionError,
@@ -36,6 +38,7 @@ from bridge.core.errors import (
     UpstreamStreamError,
     UpstreamTimeoutError,
 )
+from bridge.core.parts import ToolCallDelta
 from bridge.core.translate import DONE
 from bridge.core.upstream_url import shown_url, upstream_url_hint
 from bridge.serve.run.request import build_chat_request, build_responses_request
@@ -167,20 +170,26 @@ async def _probe(client: UpstreamClient, config: BridgeConfig) -> list[Answer]:
         return answers
     asked = _run_input([_user(PROBE_TOOL_PROMPT)], limit, tools=True)
     answers.append(await _read(client, "tools", build_chat_request(asked, config)))
+    called = answers[1]
     if answers[1].ok and "tool_calls" not in delta_fields(answers[1].chunks):
         # Asked, a small model may answer in words: forced, it shows whether the server can
         # return calls at all (llama.cpp constrains the answer to a call).
         forced_limit = {**limit, "tool_choice": "required"}
         forced = _run_input([_user(PROBE_TOOL_PROMPT)], forced_limit, tools=True)
-        answers.append(await _read(client, "tools_forced", build_chat_request(forced, config)))
+        called = await _read(client, "tools_forced", build_chat_request(forced, config))
+        answers.append(called)
     responses = build_responses_request(plain, config)
     answers.append(await _read(client, "responses", responses, "/responses"))
     if answers[1].ok:
-        loop = _tool_loop(with_reasoning=True)
+        # The call the server made, sent back as serve sends it (with what the provider put
+        # on it: Gemini refuses a loop whose call lacks its thought signature); a made-up one
+        # when it made none.
+        made = _first_call(called.chunks)
+        loop = _tool_loop(with_reasoning=True, call=made)
         answers.append(await _read(client, "reasoning_back", build_chat_request(loop, config)))
         if isinstance(answers[-1].error, UpstreamHTTPError):
             # Refused: is it the reasoning? The same loop without it tells.
-            bare = build_chat_request(_tool_loop(with_reasoning=False), config)
+            bare = build_chat_request(_tool_loop(with_reasoning=False, call=made), config)
             answers.append(await _read(client, "reasoning_back_without", bare))
     return answers
 
@@ -229,8 +238,36 @@ def _run_input(
     )
 
 
-def _tool_loop(*, with_reasoning: bool) -> RunAgentInput:
-    call = {
+def _first_call(chunks: list[Any]) -> dict[str, Any] | None:
+    """The first tool call of a probe's answer, as a client holds it (``toolCalls[]``, the
+    provider's fields as its encrypted value); ``None`` when it made none, or one unreadable."""
+    deltas: list[ToolCallDelta] = []
+    for chunk in chunks:
+        if isinstance(chunk, dict):
+            try:
+                parts = decode_chat_chunk(chunk)
+            except BridgeError:
+                return None
+            deltas += [p for p in parts if isinstance(p, ToolCallDelta) and p.index == 0]
+    call_id = next((d.id for d in deltas if d.id), None)
+    name = next((d.name for d in deltas if d.name), None)
+    if call_id is None or name is None:
+        return None
+    fields: dict[str, str] = {}
+    for delta in deltas:
+        fields.update(delta.fields or {})
+    call: dict[str, Any] = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": "".join(d.arguments for d in deltas)},
+    }
+    if fields:
+        call["encryptedValue"] = fields_value(fields)
+    return call
+
+
+def _tool_loop(*, with_reasoning: bool, call: dict[str, Any] | None = None) -> RunAgentInput:
+    call = call or {
         "id": "call_doctor_1",
         "type": "function",
         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
@@ -242,7 +279,7 @@ def _tool_loop(*, with_reasoning: bool) -> RunAgentInput:
         {
             "id": "doctor-tool",
             "role": "tool",
-            "toolCallId": "call_doctor_1",
+            "toolCallId": call["id"],
             "content": '{"temperature": 18, "sky": "sunny"}',
         },
     ]

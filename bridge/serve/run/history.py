@@ -236,10 +236,27 @@ def _assistant(
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.function.name, "arguments": call.function.arguments},
+                **_provider_fields(call.encrypted_value),
             }
             for call in message.tool_calls
         ]
     return out
+
+
+def _provider_fields(value: str | None) -> dict[str, Any]:
+    """What the provider put on a tool call (``decode.py``: Gemini's ``extra_content`` with its
+    thought signature), kept by the client as the call's encrypted value: back on the call as
+    it came. A value the bridge did not make (not a JSON object) goes back as nothing, and never
+    in place of the call's own keys."""
+    if not value or not value.startswith("{"):
+        return {}
+    try:
+        fields = json.loads(value)
+    except ValueError:
+        return {}
+    if not isinstance(fields, dict):
+        return {}
+    return {k: v for k, v in fields.items() if k not in ("id", "type", "function")}
 
 
 def _join_assistant(into: dict[str, Any], later: dict[str, Any], field: str) -> None:

@@ -68,6 +68,11 @@ class Transcript:
             elif isinstance(event, ReasoningMessageStartEvent):
                 self._append(ReasoningMessage(id=event.message_id, content=""))
             elif isinstance(event, ReasoningEncryptedValueEvent):
+                if event.subtype == "tool-call":
+                    held = self._calls.get(event.entity_id)
+                    if held is not None:
+                        held.encrypted_value = event.encrypted_value
+                    continue
                 target = self._by_id.get(event.entity_id)
                 if isinstance(target, ReasoningMessage):
                     target.encrypted_value = event.encrypted_value

@@ -146,11 +146,15 @@ def _connect_failure(exc: BaseException, *, https: bool) -> tuple[str, str]:
 
 
 def _error_message(body: bytes) -> str | None:
-    """The upstream's own words: ``{"error": {"message"}}``, ``{"error": "…"}``, ``{"detail"}``."""
+    """The upstream's own words: ``{"error": {"message"}}``, ``{"error": "…"}``, ``{"detail"}``,
+    and any of them as the one item of a JSON array (Gemini's OpenAI-compatible endpoint
+    answers ``[{"error": {"code": 400, "message": …, "status": …}}]``)."""
     try:
         data = parse_json(body)
     except ValueError:
         return None
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
     if not isinstance(data, dict):
         return None
     error = data.get("error", data)
