@@ -6,6 +6,7 @@ The CLI and environment variables only map onto it; nothing deeper reads ``os.en
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,12 @@ ClientSystemPolicy = Literal["follow", "refuse"]
 
 #: The longest operator's instructions (their UTF-8 bytes): a system prompt, not a document.
 MAX_INSTRUCTIONS_BYTES = 256 * 1024
+#: The most bytes of the operator's own request fields (``upstream_body``, as JSON).
+MAX_UPSTREAM_BODY_BYTES = 64 * 1024
+#: The request fields the bridge makes itself: ``upstream_body`` may not set them.
+OWNED_BODY_KEYS = frozenset(
+    {"model", "messages", "input", "stream", "stream_options", "tools", "include", "store"}
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +160,12 @@ class BridgeConfig:
     responses_store: bool = False
     """With ``upstream_api="responses"``: let the upstream store responses (``store``). Off by
     default: stateless, the encrypted reasoning goes back with the history instead."""
+
+    upstream_body: Mapping[str, Any] = field(default_factory=dict)
+    """The operator's own fields, merged into every request upstream (a provider's switches:
+    ``{"enable_thinking": true}``, ``{"extra_body": {"google": {"thinking_config": …}}}``);
+    the fields the bridge makes (``OWNED_BODY_KEYS``) refused, a client's allowed
+    ``forwardedProps`` over them."""
 
     upstream_transport: UpstreamTransport = "aiohttp"
     """The HTTP client under httpx's API: ``aiohttp`` (``httpx-aiohttp``: about a third of the
@@ -321,6 +334,7 @@ class BridgeConfig:
         object.__setattr__(self, "upstream_url", self.upstream_url.rstrip("/"))
         if not self.model:
             raise ValueError("model must be named")
+        _check_upstream_body(self.upstream_body)
         if self.instructions is not None:
             if not self.instructions.strip():
                 raise ValueError("instructions (--instructions) are empty")
@@ -478,3 +492,22 @@ def importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ImportError:  # its parent package is missing
         return False
+
+
+def _check_upstream_body(body: Mapping[str, Any]) -> None:
+    """``upstream_body`` is a JSON object of at most ``MAX_UPSTREAM_BODY_BYTES`` that sets none
+    of the bridge's own fields."""
+    if not isinstance(body, Mapping):
+        raise ValueError("upstream_body (--upstream-body) must be a JSON object")
+    owned = sorted(OWNED_BODY_KEYS.intersection(body))
+    if owned:
+        raise ValueError(
+            f"upstream_body (--upstream-body) sets {', '.join(owned)}: the bridge makes "
+            f"{'that field' if len(owned) == 1 else 'those fields'} itself"
+        )
+    try:
+        size = len(json.dumps(body, ensure_ascii=False, allow_nan=False).encode())
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"upstream_body (--upstream-body) is not JSON: {exc}") from None
+    if size > MAX_UPSTREAM_BODY_BYTES:
+        raise ValueError(f"upstream_body (--upstream-body) is over {MAX_UPSTREAM_BODY_BYTES} bytes")

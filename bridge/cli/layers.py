@@ -42,6 +42,8 @@ PROCESS_KEYS = frozenset(
 _PATH_KEYS = frozenset({"state-schema", "record"})
 #: Keys that take a string of the flag or an integer (``workers = 4`` or ``"auto"``).
 _INTEGER_TOO = frozenset({"workers"})
+#: Keys that take a JSON object's string or a TOML table (``[upstream-body]``).
+_TABLE_TOO = frozenset({"upstream-body"})
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,8 @@ def _read_table(
             values[action.dest] = value
         else:
             value = _relative_to(file.path.parent, key, value)
+            if key in _TABLE_TOO and isinstance(value, dict):
+                value = json.dumps(value)
             items = value if isinstance(value, list) else [value]
             try:
                 read = parser.parse_args([f"{_flag(action)}={item}" for item in items])
@@ -250,6 +254,8 @@ def _type_problem(action: argparse.Action, key: str, value: Any) -> str | None:
     elif action.type is float:
         wanted = "a number"
         ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif key in _TABLE_TOO:
+        wanted, ok = "a table or a string of JSON", isinstance(value, dict | str)
     elif key in _INTEGER_TOO:
         wanted = "an integer or a string"
         ok = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

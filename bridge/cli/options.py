@@ -128,6 +128,13 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         "store false, stateless; the encrypted reasoning goes back with the history)",
     )
     group.add_argument(
+        "--upstream-body",
+        metavar="JSON",
+        help="the operator's own fields merged into every request upstream, a JSON object (a "
+        "TOML table in the config file): a provider's switches, say '{\"enable_thinking\": "
+        "true}'; the fields the bridge makes (model, messages, stream, tools…) are refused",
+    )
+    group.add_argument(
         "--upstream-stream",
         choices=["on", "off"],
         default="on",

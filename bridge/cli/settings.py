@@ -58,6 +58,7 @@ def config_from_args(
         upstream_transport=args.upstream_transport,
         upstream_api=args.upstream_api,
         responses_store=args.responses_store,
+        upstream_body=upstream_body(args.upstream_body),
         retries=args.retries,
         retry_after_cap=args.retry_after_cap,
         keepalive_interval=args.keepalive_interval,
@@ -155,6 +156,19 @@ def served_from_env(environ: Mapping[str, str]) -> tuple[BridgeConfig, list[Call
         return serve_config(settings.args, environ), imported_tools(settings.args.tools)
     except ValueError as exc:
         raise ValueError(settings.explained(str(exc), unset="variable")) from None
+
+
+def upstream_body(value: str | None) -> dict[str, Any]:
+    """``--upstream-body JSON``: the object it names (``BridgeConfig`` checks its fields)."""
+    if value is None:
+        return {}
+    try:
+        body = json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"--upstream-body is not JSON: {str(exc)[:200]}") from None
+    if not isinstance(body, dict):
+        raise ValueError('--upstream-body must be a JSON object: {"field": value, …}')
+    return body
 
 
 def instructions(value: str | None) -> str | None:

@@ -32,7 +32,12 @@ def build_chat_request(
     forwarded = forwarded_params(run_input)
     model = _model(forwarded, config, upstream_models)
     messages = _messages(run_input, config, scope)
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": config.upstream_stream}
+    body: dict[str, Any] = {
+        **config.upstream_body,
+        "model": model,
+        "messages": messages,
+        "stream": config.upstream_stream,
+    }
     if config.include_usage and config.upstream_stream:
         body["stream_options"] = {"include_usage": True}
     if run_input.tools:
@@ -60,6 +65,7 @@ def build_responses_request(
     if "reasoning_effort" in forwarded:
         reasoning["effort"] = forwarded["reasoning_effort"]
     body: dict[str, Any] = {
+        **config.upstream_body,
         "model": model,
         "input": items,
         "stream": config.upstream_stream,
