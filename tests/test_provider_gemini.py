@@ -233,3 +233,53 @@ def test_more_than_a_mebibyte_of_a_providers_fields_on_a_call_is_refused() -> No
     assert isinstance(part, ToolCallDelta)
     with pytest.raises(UpstreamProtocolError, match="own fields on tool call #0"):
         emitter.tool_call(part, out)
+
+
+def test_a_clients_value_nested_past_any_parser_is_no_5xx(gemini: tuple[Gemini, str]) -> None:
+    """A hostile client's encrypted value on a call or a reasoning message, nested deeper than
+    the JSON parser goes: the run goes on without it (the value is not the bridge's)."""
+    emulator, upstream = gemini
+    deep = '{"a":' + "[" * 200_000 + "]" * 200_000 + "}"
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": "{}"},
+        "encryptedValue": deep,
+    }
+    body = {
+        "threadId": "t",
+        "runId": "r",
+        "state": {},
+        "context": [],
+        "forwardedProps": {},
+        "tools": [],
+        "messages": [
+            {"id": "u", "role": "user", "content": "Weather?"},
+            {"id": "rs", "role": "reasoning", "content": "hm", "encryptedValue": deep},
+            {"id": "a", "role": "assistant", "toolCalls": [call]},
+            {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "sunny"},
+            {"id": "u2", "role": "user", "content": "Thanks"},
+        ],
+    }
+    with _bridge(upstream) as bridge:
+        answer = httpx.post(f"{bridge}/", json=body, timeout=60)
+    assert answer.status_code == 200
+    assert '"type":"RUN_FINISHED"' in answer.text
+    [sent] = [c for m in emulator.requests[-1]["messages"] for c in m.get("tool_calls") or []]
+    assert set(sent) == {"id", "type", "function"}
+
+
+def test_a_null_field_on_a_call_says_nothing_and_makes_no_event() -> None:
+    from bridge.core.decode import decode_chat_chunk
+    from bridge.core.emitter import EventEmitter
+
+    call = {"index": 0, "id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    emitter, out = EventEmitter(), []
+    for fields in ({"extra_content": None}, {"extra_content": {"google": {"x": 1}}}):
+        [part] = decode_chat_chunk(
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{**call, **fields}]}}]}
+        )
+        emitter.tool_call(part, out)  # type: ignore[arg-type]
+        emitter.close(out)
+    values = [e.encrypted_value for e in out if e.type == "REASONING_ENCRYPTED_VALUE"]
+    assert values == ['{"extra_content":{"google":{"x":1}}}']

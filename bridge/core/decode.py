@@ -226,7 +226,7 @@ def _decode_tool_calls(tool_calls: Any, parts: list[Part]) -> None:
             fields = {
                 str(key): json.dumps(value, ensure_ascii=False, separators=(",", ":"))
                 for key, value in call.items()
-                if key not in _CALL_KEYS
+                if key not in _CALL_KEYS and value is not None  # a null says nothing
             }
         parts.append(
             ToolCallDelta(

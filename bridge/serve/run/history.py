@@ -178,7 +178,7 @@ def _provider_detail(value: str | None) -> dict[str, Any] | None:
         return None
     try:
         detail = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     kind = detail.get("type") if isinstance(detail, dict) else None
     return detail if isinstance(kind, str) and kind.startswith("reasoning.") else None
@@ -252,7 +252,7 @@ def _provider_fields(value: str | None) -> dict[str, Any]:
         return {}
     try:
         fields = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # a client's value: nested past the parser's depth
         return {}
     if not isinstance(fields, dict):
         return {}
