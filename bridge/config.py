@@ -51,6 +51,11 @@ AguiProtocolSetting = Literal["auto", "1.0", "0.0"]
 UpstreamTransport = Literal["aiohttp", "httpx"]
 LogFormat = Literal["text", "json"]
 ClientSystemPolicy = Literal["follow", "refuse"]
+#: ``--provider``: whose rules the requests follow (``bridge.serve.run.profiles``).
+PROVIDERS = (
+    "auto", "generic", "gemini", "groq", "cerebras", "mistral", "deepseek", "kimi", "vllm",
+    "ollama", "openrouter", "perplexity", "llama-cpp-python",
+)  # fmt: skip
 
 #: The longest operator's instructions (their UTF-8 bytes): a system prompt, not a document.
 MAX_INSTRUCTIONS_BYTES = 256 * 1024
@@ -160,6 +165,11 @@ class BridgeConfig:
     responses_store: bool = False
     """With ``upstream_api="responses"``: let the upstream store responses (``store``). Off by
     default: stateless, the encrypted reasoning goes back with the history instead."""
+
+    provider: str = "auto"
+    """Whose rules the requests follow (README "Provider profiles"): what reasoning goes back
+    and in which field, what is left out, the signature stand-in; ``auto`` by the upstream
+    URL's host, else ``generic``."""
 
     upstream_body: Mapping[str, Any] = field(default_factory=dict)
     """The operator's own fields, merged into every request upstream (a provider's switches:
@@ -335,6 +345,8 @@ class BridgeConfig:
         if not self.model:
             raise ValueError("model must be named")
         _check_upstream_body(self.upstream_body)
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}: {self.provider!r}")
         if self.instructions is not None:
             if not self.instructions.strip():
                 raise ValueError("instructions (--instructions) are empty")

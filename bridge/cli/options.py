@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.config import MAX_INSTRUCTIONS_BYTES
+from bridge.config import MAX_INSTRUCTIONS_BYTES, PROVIDERS
 from bridge.core.reasoning_tags import KNOWN_REASONING_TAGS
 from bridge.core.text_tools.filter import FORMAT_ALIASES, TEXT_TOOL_FORMATS
 
@@ -126,6 +126,15 @@ def add_translate_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --upstream-api responses: let the upstream store responses (default: "
         "store false, stateless; the encrypted reasoning goes back with the history)",
+    )
+    group.add_argument(
+        "--provider",
+        choices=list(PROVIDERS),
+        default="auto",
+        metavar="NAME",
+        help="whose rules the requests follow: what reasoning goes back and in which field, "
+        f"what is left out ({', '.join(PROVIDERS)}); auto (default) by the upstream URL's "
+        "host, else generic",
     )
     group.add_argument(
         "--upstream-body",

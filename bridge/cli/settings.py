@@ -59,6 +59,7 @@ def config_from_args(
         upstream_api=args.upstream_api,
         responses_store=args.responses_store,
         upstream_body=upstream_body(args.upstream_body),
+        provider=args.provider,
         retries=args.retries,
         retry_after_cap=args.retry_after_cap,
         keepalive_interval=args.keepalive_interval,

@@ -41,6 +41,7 @@ from bridge.core.errors import (
 from bridge.core.parts import ToolCallDelta
 from bridge.core.translate import DONE
 from bridge.core.upstream_url import shown_url, upstream_url_hint
+from bridge.serve.run.profiles import profile_of
 from bridge.serve.run.request import build_chat_request, build_responses_request
 from bridge.serve.upstream.client import UpstreamClient
 
@@ -83,6 +84,9 @@ async def diagnose(
     need?"). ``ValueError`` for an upstream URL that is not one."""
     config = _config(upstream_url, model or "probe", api_key)  # validates the URL
     report: dict[str, Any] = {"upstream": shown_url(config.upstream_url), "model": model}
+    # The rules the requests follow (--provider auto), as serve would choose them.
+    profile, why = profile_of(config)
+    report.update(provider=profile.name, provider_reason=why)
     warnings: list[str] = []
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = UpstreamClient(config, transport=transport)

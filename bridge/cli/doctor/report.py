@@ -43,6 +43,7 @@ def render_table(report: Mapping[str, Any]) -> str:
             ("responses_api", _yes(report.get("responses_api"))),
             ("reasoning_round_trip", report.get("reasoning_round_trip")),
             ("reasoning_scope", report.get("reasoning_scope_reason")),
+            ("provider", f"{report.get('provider')} ({report.get('provider_reason')})"),
             ("attachments", report.get("attachments_reason")),
         ]
     width = max(len(name) for name, _ in rows)

@@ -3,8 +3,10 @@
 Reasoning messages (role ``reasoning``, which ``@ag-ui/client`` sends back every turn, placed
 before the assistant message they belong to) are attached to the next assistant message and sent
 back under a policy: as a field, as ``<think>`` text, or not at all. By default only the turn
-since the last user message carries them: interleaved-thinking models (DeepSeek, Kimi K2) need the
-reasoning of the tool loop in progress, while earlier turns' reasoning only costs context.
+since the last user message carries them: interleaved-thinking models need the reasoning of the
+tool loop in progress, while earlier turns' reasoning only costs context; DeepSeek V4 and Kimi
+K2.5+ want it on every assistant message that called tools, even empty (``tool_turns``, which
+their provider profiles set: ``bridge.serve.run.profiles``).
 Assistant messages with only reasoning between them are one upstream turn (the emitter starts a
 new message where reasoning resumed, for the client's display): they go back joined, as the model
 produced them.
@@ -65,6 +67,7 @@ def to_openai_messages(
     encrypted_reasoning: bool = False,
     part_of: PartMapping = chat_part,
     tool_media: Collection[str] = (),
+    tool_turns: bool = False,
 ) -> list[dict[str, Any]]:
     """Convert an AG-UI conversation into Chat Completions ``messages``.
 
@@ -76,7 +79,8 @@ def to_openai_messages(
     (``tool_media``: the part types a tool message keeps as parts; the others follow the turn's
     tool results in a user message). Raises ``UnmappablePartError`` (a ``ValueError``) for a
     part the API has no place for, naming where it is, and ``ValueError`` for an unknown
-    ``reasoning`` or ``scope``.
+    ``reasoning`` or ``scope``. ``tool_turns``: every assistant message with tool calls gets
+    its reasoning back too, whatever the scope, ``""`` when it had none (DeepSeek, Kimi).
     """
     if reasoning not in get_args(ReasoningHistory):
         raise ValueError(
@@ -86,6 +90,10 @@ def to_openai_messages(
         raise ValueError(f"scope must be one of {get_args(ReasoningScope)}, not {scope!r}")
 
     carriers = _reasoning_carriers(messages, scope) if reasoning != "drop" else set()
+    if tool_turns and reasoning == "field":
+        carriers |= {
+            i for i, m in enumerate(messages) if isinstance(m, AssistantMessage) and m.tool_calls
+        }
     summaries = _reasoning_summaries(messages) if encrypted_reasoning else {}
     out: list[dict[str, Any]] = []
     pending: list[str] = []
@@ -118,6 +126,8 @@ def to_openai_messages(
         elif isinstance(message, AssistantMessage):
             text = "\n\n".join(pending) if index in carriers else ""
             assistant = _assistant(message, text, reasoning, reasoning_field)
+            if tool_turns and index in carriers and message.tool_calls and reasoning == "field":
+                assistant.setdefault(reasoning_field, "")  # required, even empty
             if signed and index in carriers and reasoning == "field":
                 assistant["reasoning_details"] = details
             pending, details, signed = [], [], False

@@ -13,6 +13,7 @@ from bridge.core.errors import InvalidRunInputError
 from bridge.serve.run.forwarded import FORWARDED_PARAMS, forwarded_params
 from bridge.serve.run.history import ReasoningScope, to_openai_messages, to_openai_tools
 from bridge.serve.run.parts import chat_part, responses_part
+from bridge.serve.run.profiles import profile_of, shaped
 from bridge.serve.tools.state import shares_state, state_prompt
 
 
@@ -44,7 +45,7 @@ def build_chat_request(
         body["tools"] = to_openai_tools(run_input.tools)
     for key in sorted(FORWARDED_PARAMS.intersection(forwarded)):
         body[key] = forwarded[key]
-    return body
+    return shaped(body, profile_of(config)[0])
 
 
 def build_responses_request(
@@ -179,6 +180,10 @@ def _messages(
     as the Responses API's."""
     if scope is None:
         scope = configured_scope(config)
+    profile, _ = profile_of(config)
+    policy = config.reasoning_history
+    if policy == "auto":
+        policy = "field" if profile.reasoning_field else "drop"
     if config.client_system == "refuse":
         _refuse_client_system(run_input)
     # A run whose state the model may edit is shown it with the tool to edit it.
@@ -187,11 +192,9 @@ def _messages(
         messages = to_openai_messages(
             run_input.messages,
             # Responses: reasoning goes back as encrypted items, never inside messages.
-            reasoning="drop"
-            if responses
-            else "field"
-            if config.reasoning_history == "auto"
-            else config.reasoning_history,
+            reasoning="drop" if responses else policy,
+            reasoning_field=profile.reasoning_field or "reasoning_content",
+            tool_turns=profile.tool_turns,
             scope=scope,
             context=run_input.context or (),
             state=run_input.state
