@@ -106,3 +106,29 @@ def test_kimis_usage_in_the_choice_lands_in_run_finished() -> None:
     assert frames[-1]["type"] == "RUN_FINISHED"
     [spent] = frames[-1]["usage"]  # one model: one entry
     assert spent["inputTokens"] == 11 and spent["outputTokens"] == 7
+
+
+def test_azures_content_filter_says_which_category_stopped_the_answer() -> None:
+    """Azure OpenAI: a first chunk with no choices (its prompt's filter results), then the
+    answer, stopped with ``finish_reason: "content_filter"`` and the categories' verdicts."""
+    verdicts = {
+        "hate": {"filtered": True, "severity": "medium"},
+        "self_harm": {"filtered": False, "severity": "safe"},
+        "jailbreak": {"filtered": True, "detected": True},
+    }
+    prompt = {"prompt_index": 0, "content_filter_results": {"hate": {"filtered": False}}}
+    frames = _run(
+        [
+            {"id": "", "object": "", "model": "", "choices": [], "prompt_filter_results": [prompt]},
+            _chunk({"role": "assistant", "content": "Well"}),
+            _chunk({}, "content_filter", content_filter_results=verdicts),
+            "[DONE]",
+        ]
+    )
+    assert _text(frames) == "Well"
+    finished = frames[-1]
+    assert finished["type"] == "RUN_FINISHED"
+    result = finished["result"]
+    assert result["finishReason"] == "content_filter" and result["truncated"] is True
+    assert result["filtered"] == "hate (medium), jailbreak (detected)"
+    assert result["message"].endswith("content filter: hate (medium), jailbreak (detected).")

@@ -125,8 +125,24 @@ def _decode_choice(choice: dict[str, Any], parts: list[Part]) -> None:
         native = choice.get("native_finish_reason")
         why = f" ({str(native)[:200]})" if native and native != "error" else ""
         parts.append(Failed(f"the upstream ended the answer with an error{why}"))
+    elif finish_reason == "content_filter":
+        parts.append(Finish("content_filter", _filtered(choice.get("content_filter_results"))))
     elif finish_reason:
         parts.append(Finish(str(finish_reason)))
+
+
+def _filtered(results: Any) -> str | None:
+    """The categories Azure OpenAI's content filter stopped an answer for
+    (``content_filter_results``: ``{"hate": {"filtered": true, "severity": "medium"}, …}``),
+    as ``hate (medium), jailbreak (detected)``; ``None`` when it names none."""
+    if not isinstance(results, dict):
+        return None
+    named = [
+        f"{str(name)[:40]} ({str(verdict.get('severity') or 'detected')[:20]})"
+        for name, verdict in list(results.items())[:20]
+        if isinstance(verdict, dict) and verdict.get("filtered") is True
+    ]
+    return ", ".join(named) or None
 
 
 def _decode_reasoning(delta: dict[str, Any], parts: list[Part]) -> None:

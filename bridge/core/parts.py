@@ -83,9 +83,11 @@ class Failed:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """The upstream's ``finish_reason``."""
+    """The upstream's ``finish_reason``; ``detail``: what it said of why (the categories
+    Azure OpenAI's content filter stopped the answer for)."""
 
     reason: str
+    detail: str | None = None
 
 
 Part = (

@@ -115,6 +115,8 @@ class TurnOutcome:
     tool_call_names: tuple[str, ...] = field(default=())
     """The name of each call of ``tool_call_ids``, in the same order."""
     error: BridgeError | None = None
+    #: What the upstream said of why it finished (``Finish.detail``).
+    finish_detail: str | None = None
 
 
 class ChatStreamTranslator:
@@ -135,6 +137,7 @@ class ChatStreamTranslator:
         "_emitter",
         "_error",
         "_field_reasoning",
+        "_finish_detail",
         "_finish_reason",
         "_lanes",
         "_reasoning_lane",
@@ -179,6 +182,7 @@ class ChatStreamTranslator:
         self._tag_reasoning_size = 0
         self._echo = ""
         self._finish_reason: str | None = None
+        self._finish_detail: str | None = None
         self._done = False
         self._closed = False
         self._error: BridgeError | None = None
@@ -205,6 +209,7 @@ class ChatStreamTranslator:
             tool_call_ids=tuple(emitter.tool_call_ids),
             tool_call_names=tuple(emitter.tool_call_names[call] for call in emitter.tool_call_ids),
             error=self._error,
+            finish_detail=self._finish_detail,
         )
 
     def feed(self, chunk: Chunk) -> list[BaseEvent]:
@@ -314,6 +319,7 @@ class ChatStreamTranslator:
             self._emitter.tool_call(part, out)  # type: ignore[arg-type]
         elif kind is Finish:
             self._finish_reason = part.reason  # type: ignore[union-attr]
+            self._finish_detail = part.detail  # type: ignore[union-attr]
             self._end_turn(out)
         elif kind is EncryptedReasoning:
             self._emitter.encrypted_reasoning(part.value, out, part.message_id)  # type: ignore[union-attr]

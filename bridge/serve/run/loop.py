@@ -383,6 +383,9 @@ def _finished(
         if outcome.finish_reason in CUT_MESSAGES:
             result["truncated"] = True
             result["message"] = CUT_MESSAGES[outcome.finish_reason]
+            if outcome.finish_detail:  # which categories stopped it (Azure's filter)
+                result["message"] = f"{result['message'][:-1]}: {outcome.finish_detail}."
+                result["filtered"] = outcome.finish_detail
     return RunFinishedEvent(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
