@@ -203,3 +203,23 @@ def _held(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from servers import messages_from
 
     return messages_from(frames)
+
+
+def test_the_doctor_names_the_profile_a_refused_tool_loop_wants() -> None:
+    """The doctor's second request of a tool loop, refused by a strict Groq: its advice names
+    the way out (a profile that sends no reasoning back); its report, the profile it chose."""
+    import asyncio
+
+    from bridge.cli.doctor.probes import diagnose
+
+    emulator = Emulator("groq")
+    with serve(emulator.app()) as upstream:
+        report = asyncio.run(diagnose(f"{upstream}/v1", model="m"))
+    assert (report["provider"], report["provider_reason"]) == (
+        "generic",
+        "no provider known by the upstream's host",
+    )
+    assert report["reasoning_round_trip"] == "rejected"
+    [advice] = [w for w in report["warnings"] if "refuses reasoning sent back" in w]
+    assert "property 'reasoning_content' is unsupported" in advice
+    assert "--provider whose profile sends none back (groq" in advice

@@ -306,12 +306,22 @@ def _advice(found: _Findings, answers: Sequence[Answer], takes_tools: bool) -> l
         error = found.round_trip_error
         out.append(
             "the upstream refuses reasoning sent back on an assistant message "
-            f"({error.message} [{error.code}]): serve with --reasoning-history drop"
+            f"({error.message} [{error.code}]): serve with --reasoning-history drop, or a "
+            "--provider whose profile sends none back (groq, mistral, perplexity)"
         )
     elif found.round_trip == "unknown" and found.round_trip_error is not None:
         error = found.round_trip_error
-        out.append(f"a tool loop sent back failed: {error.message} [{error.code}]")
+        hint = next((f": serve with --provider {p}" for w, p in _HINTS if w in error.message), "")
+        out.append(f"a tool loop sent back failed: {error.message} [{error.code}]{hint}")
     return out
+
+
+#: What a refused tool loop's words name, and the profile that sends what it wants.
+_HINTS = (
+    ("thought_signature", "gemini"),
+    ("reasoning_content` in the thinking mode must be passed back", "deepseek"),
+    ("Missing `reasoning_content` field", "deepseek"),
+)
 
 
 def key_refused(error: BridgeError | None) -> bool:
