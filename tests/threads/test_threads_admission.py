@@ -140,6 +140,8 @@ def test_a_run_nobody_follows_gives_its_place_to_one_whose_client_is_there(store
     its partial answer kept), while the others go on."""
     with bridge(store, max_concurrent_runs=4, run_grace=600) as (url, upstream):
         left = [run_body(fresh("th-left"), model=LONG) for _ in range(4)]
+        for index, given in enumerate(left):  # each told apart upstream by its words
+            given["messages"][0]["content"] = f"Hi from run {index}"
         taken = [_leave(url, given, f"token-{i}") for i, given in enumerate(left)]
         wait_until(lambda: len(upstream.requests) == 4, "four upstream requests")
 
@@ -159,8 +161,10 @@ def test_a_run_nobody_follows_gives_its_place_to_one_whose_client_is_there(store
         end = checked([frame for _, frame in [*taken[0], *sse(first.text)]])[-1]
         assert end["type"] == "RUN_FINISHED" and end["outcome"] == {"type": "cancelled"}
         assert end["result"]["reason"] == "abandoned"
-        wait_until(lambda: upstream.requests[0].peer_closed_at is not None, "its upstream stopped")
-        assert not upstream.requests[0].finished
+        # Its own upstream request (the four may have reached the upstream in any order).
+        [its] = [r for r in upstream.requests if "Hi from run 0" in str(r.body.get("messages"))]
+        wait_until(lambda: its.peer_closed_at is not None, "its upstream stopped")
+        assert not its.finished
         for index in (1, 2, 3):
             owner = {"Authorization": f"Bearer token-{index}"}
             going = httpx.get(f"{url}/threads", headers=owner, timeout=30).json()["threads"]

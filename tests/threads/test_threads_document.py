@@ -97,7 +97,7 @@ def test_a_document_is_a_head_line_then_a_message_a_line() -> None:
 def test_a_redacted_document_reads_whole() -> None:
     messages = [{"id": "u", "role": "user", "content": "my key is sk-SECRET-1234"}]
     document = Thread(messages, {"key": "sk-SECRET-1234"}).document(
-        lambda text: text.replace("sk-SECRET-1234", "[redacted]")
+        lambda data: data.replace(b"sk-SECRET-1234", b"[redacted]")
     )
     assert b"sk-SECRET" not in document
     read = read_document(document)

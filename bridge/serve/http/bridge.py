@@ -117,7 +117,13 @@ class Bridge:
                 max_bytes=config.thread_store_bytes,
                 run_timeout=config.run_timeout,
             )
-            self.threads = ThreadKeeper(config, store, self.redactor.redact_sliced, owner)
+            self.threads = ThreadKeeper(
+                config,
+                store,
+                self.redactor.redact_sliced,
+                owner,
+                redact_bytes=self.redactor.redact_sliced_bytes,
+            )
         self._mcp: list[McpServer] | None = None if config.mcp_servers else []
         self._mcp_lock = asyncio.Lock()
         self.telemetry = Telemetry.from_config(config, self.redactor.redact)

@@ -65,10 +65,15 @@ class ThreadKeeper:
         store: ThreadStore,
         redact: Callable[[str], str],
         owner: OwnerOf | None = None,
+        *,
+        redact_bytes: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self._redact = redact
+        #: The same for a document's bytes (``Redactor.redact_sliced_bytes``: no copy when no
+        #: secret is configured).
+        self._redact_bytes = redact_bytes or (lambda data: redact(data.decode()).encode())
         #: Digests of the documents this process saved, redacted (``Thread.clean``).
         self._clean = Digests(MAX_CLEAN)
         self.owners = Owners(header=config.thread_owner_header, owner=owner)
@@ -300,7 +305,7 @@ class ThreadKeeper:
         folded = ThreadFold(dumped(messages), state)
         folded.apply_frames(frames)
         thread = Thread(folded.messages, folded.state, folded.interrupts, running)
-        document = thread.document(self._redact)
+        document = thread.document(self._redact_bytes)
         if len(document) > self.config.max_thread_bytes:
             return None
         self._clean.add(hashlib.sha256(document).digest())

@@ -42,10 +42,11 @@ class Thread:
     #: else: JSON escapes it): ``messages`` is empty then.
     lines: bytes | None = None
 
-    def document(self, redact: Callable[[str], str] = str) -> bytes:
-        """The thread's document, its text passed through ``redact`` (the messages' digest is
-        of what is kept, after it)."""
-        lines = redact("\n".join([orjson.dumps(m).decode() for m in self.messages])).encode()
+    def document(self, redact: Callable[[bytes], bytes] = bytes) -> bytes:
+        """The thread's document, its JSON passed through ``redact`` (the messages' digest is
+        of what is kept, after it). Bytes all the way: a thread of megabytes is copied as few
+        times as it can be (a save's copies are what a burst of big runs holds at once)."""
+        lines = redact(b"\n".join([orjson.dumps(m) for m in self.messages]))
         head = {
             "v": VERSION,
             "state": self.state,
@@ -54,7 +55,7 @@ class Thread:
             "messages": len(self.messages),
             "sha256": hashlib.sha256(lines).hexdigest(),
         }
-        return redact(orjson.dumps(head).decode()).encode() + b"\n" + lines
+        return b"".join([redact(orjson.dumps(head)), b"\n", lines])
 
 
 class Digests:
