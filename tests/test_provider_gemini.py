@@ -18,7 +18,7 @@ from gemini_upstream import MODEL, Gemini
 from bridge.config import BridgeConfig
 from bridge.serve.http.app import create_app
 from node_tools import official
-from servers import serve
+from servers import post, run_input, serve
 
 WEATHER = {
     "name": "get_weather",
@@ -162,22 +162,13 @@ def test_a_history_without_its_signature_is_refused_with_geminis_own_words(
     error, a JSON array around the error object, reaches RUN_ERROR in its own words."""
     emulator, upstream = gemini
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
-    body = {
-        "threadId": "t",
-        "runId": "r",
-        "state": {},
-        "context": [],
-        "forwardedProps": {},
-        "tools": [WEATHER],
-        "messages": [
-            {"id": "u", "role": "user", "content": "Weather?"},
-            {"id": "a", "role": "assistant", "toolCalls": [call]},
-            {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "sunny"},
-        ],
-    }
+    messages = [
+        {"id": "u", "role": "user", "content": "Weather?"},
+        {"id": "a", "role": "assistant", "toolCalls": [call]},
+        {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "sunny"},
+    ]
     with _bridge(upstream) as bridge:
-        answer = httpx.post(f"{bridge}/", json=body, timeout=30)
-    events = [json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data:")]
+        events = post(f"{bridge}/", run_input(messages, tools=[WEATHER]))
     assert events[-1]["type"] == "RUN_ERROR"
     assert "Function call is missing a thought_signature" in events[-1]["message"]
     assert emulator.refused and "position 1" in emulator.refused[0]
@@ -246,21 +237,15 @@ def test_a_clients_value_nested_past_any_parser_is_no_5xx(gemini: tuple[Gemini, 
         "function": {"name": "get_weather", "arguments": "{}"},
         "encryptedValue": deep,
     }
-    body = {
-        "threadId": "t",
-        "runId": "r",
-        "state": {},
-        "context": [],
-        "forwardedProps": {},
-        "tools": [],
-        "messages": [
+    body = run_input(
+        [
             {"id": "u", "role": "user", "content": "Weather?"},
             {"id": "rs", "role": "reasoning", "content": "hm", "encryptedValue": deep},
             {"id": "a", "role": "assistant", "toolCalls": [call]},
             {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "sunny"},
             {"id": "u2", "role": "user", "content": "Thanks"},
-        ],
-    }
+        ]
+    )
     with _bridge(upstream) as bridge:
         answer = httpx.post(f"{bridge}/", json=body, timeout=60)
     assert answer.status_code == 200

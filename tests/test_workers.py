@@ -33,6 +33,10 @@ MCP_SERVER = f"{sys.executable} {ROOT / 'examples' / 'mcp_server.py'}"
 #: Four Python MCP servers start at once with two bridges of two workers: on a loaded CI machine
 #: that is more than the default 10 s (a CI run failed so), and this test is not about it.
 MCP_PATIENCE = ("--connect-timeout", "60")
+#: Two workers, the example MCP clock, its tools under approval.
+APPROVED_CLOCK: tuple[str, ...] = (
+    "--workers", "2", "--mcp", f"clock={MCP_SERVER}", "--approve", "clock__*", *MCP_PATIENCE,
+)  # fmt: skip
 _T = TypeVar("_T")
 
 
@@ -185,15 +189,7 @@ def test_sigterm_lets_every_workers_runs_finish_then_all_exit() -> None:
 
 def test_one_workers_interrupt_is_resumed_by_another() -> None:
     """No secret in the environment: the parent makes one, and every worker has it."""
-    flags = (
-        "--workers",
-        "2",
-        "--mcp",
-        f"clock={MCP_SERVER}",
-        "--approve",
-        "clock__*",
-        *MCP_PATIENCE,
-    )
+    flags = APPROVED_CLOCK
     with serve(create_scripted_upstream()) as upstream, bridge(upstream, *flags) as made:
         # Until a resume lands on the other worker than its interrupt: the kernel hands two
         # requests in a row to the same worker more often than not (8 tries once saw none).
@@ -295,15 +291,7 @@ def copies_at_once(urls: list[str], body: dict[str, Any], count: int) -> list[st
 def test_one_approval_runs_once_across_the_workers() -> None:
     """No store named: the parent gives its workers a folder of claims. Copies of one resume
     reach both workers (sent until they have), and the tool runs once."""
-    flags = (
-        "--workers",
-        "2",
-        "--mcp",
-        f"clock={MCP_SERVER}",
-        "--approve",
-        "clock__*",
-        *MCP_PATIENCE,
-    )
+    flags = APPROVED_CLOCK
     with (
         serve(create_scripted_upstream()) as upstream,
         bridge(upstream, *flags, "--metrics") as made,
@@ -335,15 +323,7 @@ def test_replicas_with_workers_sharing_redis_run_an_approval_once(tmp_path: Path
 
     redis = RedisServer(tmp_path)
     redis.start()
-    flags = (
-        "--workers",
-        "2",
-        "--mcp",
-        f"clock={MCP_SERVER}",
-        "--approve",
-        "clock__*",
-        *MCP_PATIENCE,
-    )
+    flags = APPROVED_CLOCK
     flags += ("--metrics", "--approval-store", redis.url, "--secret-env", "REPLICA_SECRET")
     env = {"REPLICA_SECRET": "replicas-Qx7Vb2Kp9Lm4Nz8Rt1Wy6"}
     try:

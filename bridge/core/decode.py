@@ -45,6 +45,7 @@ def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
         raise UpstreamStreamError.from_payload(error)
     parts: list[Part] = []
     choices = chunk.get("choices")
+    choice = None
     if choices:
         if not isinstance(choices, list):
             raise UpstreamProtocolError("upstream chunk has a 'choices' that is not a list")
@@ -52,8 +53,8 @@ def decode_chat_chunk(chunk: dict[str, Any]) -> list[Part]:
         if choice is not None:
             _decode_choice(choice, parts)
     usage = chunk.get("usage")
-    if not usage and choices and isinstance(choices[0], dict):
-        usage = choices[0].get("usage")  # Kimi streams its usage in the choice
+    if not usage and choice is not None:
+        usage = choice.get("usage")  # Kimi streams its usage in the choice
     if usage:
         if not isinstance(usage, dict):
             raise UpstreamProtocolError("upstream chunk has a 'usage' that is not an object")
@@ -238,7 +239,7 @@ def _decode_tool_calls(tool_calls: Any, parts: list[Part]) -> None:
         call_id = call.get("id")
         name = function.get("name")
         fields = None
-        if len(call) > len(_CALL_KEYS.intersection(call)):  # a provider's own (Gemini's)
+        if not _CALL_KEYS.issuperset(call):  # a provider's own (Gemini's): no set made
             fields = {
                 str(key): json.dumps(value, ensure_ascii=False, separators=(",", ":"))
                 for key, value in call.items()

@@ -23,6 +23,7 @@ from bridge.serve.threads.owner import bearer_owner
 from bridge.serve.threads.store import ThreadSummary
 from bridge.serve.threads.stores import thread_store
 from bridge.serve.threads.thread import VERSION, Thread, read_document, snapshot_frames
+from servers import run_input
 
 #: JSON values as a message's fields hold them (text with newlines, quotes, any character).
 _VALUES = st.recursive(
@@ -165,17 +166,8 @@ def _kept(folder: Path, documents: dict[str, bytes]) -> None:
 
 
 def _hydrate(url: str, thread_id: str, protocol: str | None) -> list[dict[str, Any]]:
-    body: dict[str, Any] = {
-        "threadId": thread_id,
-        "runId": f"hydrate-{thread_id}-{protocol}",
-        "messages": [],
-        "tools": [],
-        "context": [],
-        "state": {},
-        "forwardedProps": {},
-    }
-    if protocol is not None:
-        body["protocolVersion"] = protocol
+    made = run_input(threadId=thread_id, runId=f"hydrate-{thread_id}", protocolVersion=protocol)
+    body = {**made, "messages": []}  # no messages: a hydrate
     headers = {"Authorization": f"Bearer {TOKEN}"}
     answer = httpx.post(f"{url}/", json=body, headers=headers, timeout=60)
     assert answer.status_code == 200, answer.text

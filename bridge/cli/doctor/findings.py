@@ -63,15 +63,15 @@ def _analyse(answers: Sequence[Answer]) -> _Findings:
     content = ""
     for answer in chat:
         fields |= delta_fields(answer.chunks)
-        content += _joined(_parts(answer.chunks), Text)
-        found.usage = found.usage or any(isinstance(p, Usage) for p in _parts(answer.chunks))
+        content += _joined(parts_of(answer.chunks), Text)
+        found.usage = found.usage or any(isinstance(p, Usage) for p in parts_of(answer.chunks))
     for key in ("reasoning_details", "reasoning_content", "reasoning"):
         if key in fields:
             found.reasoning = key
             break
     found.tags, found.tag_name, found.starts_in_reasoning = _tags(content)
     found.content = content
-    found.reasoned = "".join(_joined(_parts(answer.chunks), Reasoning) for answer in chat)
+    found.reasoned = "".join(_joined(parts_of(answer.chunks), Reasoning) for answer in chat)
     if found.reasoning == "none" and found.tags is not None:
         found.reasoning = "tags"
     tools = by_name.get("tools")
@@ -82,7 +82,7 @@ def _analyse(answers: Sequence[Answer]) -> _Findings:
         elif forced is not None and "tool_calls" in delta_fields(forced.chunks):
             found.tool_calls = "structured"  # the model calls when it must
         else:
-            found.tool_text = _answer_text(_joined(_parts(tools.chunks), Text), found)
+            found.tool_text = _answer_text(_joined(parts_of(tools.chunks), Text), found)
             found.tool_calls = _text_format(found.tool_text) or "none"
     responses = by_name.get("responses")
     if responses is not None and responses.ok and responses.chunks:
@@ -105,7 +105,8 @@ def _analyse(answers: Sequence[Answer]) -> _Findings:
     return found
 
 
-def _parts(chunks: Sequence[dict[str, Any] | str]) -> list[Part]:
+def parts_of(chunks: Sequence[dict[str, Any] | str]) -> list[Part]:
+    """A probe's chunks read as a run reads them, up to the first it cannot read."""
     parts: list[Part] = []
     for chunk in chunks:
         if isinstance(chunk, dict):

@@ -26,10 +26,10 @@ from bridge.cli.doctor.findings import (
     delta_fields,
     finish,
     key_refused,
+    parts_of,
 )
 from bridge.cli.doctor.view import PROBE_TOOL, PROBE_TOOL_PROMPT
 from bridge.config import BridgeConfig
-from bridge.core.decode import decode_chat_chunk
 from bridge.core.emitter import fields_value
 from bridge.core.errors import (
     BridgeError,
@@ -244,15 +244,8 @@ def _run_input(
 
 def _first_call(chunks: list[Any]) -> dict[str, Any] | None:
     """The first tool call of a probe's answer, as a client holds it (``toolCalls[]``, the
-    provider's fields as its encrypted value); ``None`` when it made none, or one unreadable."""
-    deltas: list[ToolCallDelta] = []
-    for chunk in chunks:
-        if isinstance(chunk, dict):
-            try:
-                parts = decode_chat_chunk(chunk)
-            except BridgeError:
-                return None
-            deltas += [p for p in parts if isinstance(p, ToolCallDelta) and p.index == 0]
+    provider's fields as its encrypted value); ``None`` when it made none."""
+    deltas = [p for p in parts_of(chunks) if isinstance(p, ToolCallDelta) and p.index == 0]
     call_id = next((d.id for d in deltas if d.id), None)
     name = next((d.name for d in deltas if d.name), None)
     if call_id is None or name is None:

@@ -68,6 +68,7 @@ def to_openai_messages(
     part_of: PartMapping = chat_part,
     tool_media: Collection[str] = (),
     tool_turns: bool = False,
+    call_fields: bool = True,
 ) -> list[dict[str, Any]]:
     """Convert an AG-UI conversation into Chat Completions ``messages``.
 
@@ -81,6 +82,8 @@ def to_openai_messages(
     part the API has no place for, naming where it is, and ``ValueError`` for an unknown
     ``reasoning`` or ``scope``. ``tool_turns``: every assistant message with tool calls gets
     its reasoning back too, whatever the scope, ``""`` when it had none (DeepSeek, Kimi).
+    ``call_fields``: what a provider put on a call goes back on it (``False``: a provider whose
+    schema refuses any other property gets the call's own keys only).
     """
     if reasoning not in get_args(ReasoningHistory):
         raise ValueError(
@@ -125,7 +128,7 @@ def to_openai_messages(
                 )
         elif isinstance(message, AssistantMessage):
             text = "\n\n".join(pending) if index in carriers else ""
-            assistant = _assistant(message, text, reasoning, reasoning_field)
+            assistant = _assistant(message, text, reasoning, reasoning_field, call_fields)
             if tool_turns and index in carriers and message.tool_calls and reasoning == "field":
                 assistant.setdefault(reasoning_field, "")  # required, even empty
             if signed and index in carriers and reasoning == "field":
@@ -184,14 +187,21 @@ def to_openai_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
 
 def _provider_detail(value: str | None) -> dict[str, Any] | None:
     """The signed or encrypted OpenRouter detail ``decode.py`` kept as the encrypted value."""
+    detail = _json_object(value)
+    kind = detail.get("type") if detail is not None else None
+    return detail if isinstance(kind, str) and kind.startswith("reasoning.") else None
+
+
+def _json_object(value: str | None) -> dict[str, Any] | None:
+    """An encrypted value the bridge made (a JSON object), read; ``None`` for any other: the
+    client's, nested past the parser's depth, or not JSON."""
     if not value or not value.startswith("{"):
         return None
     try:
-        detail = json.loads(value)
+        data = json.loads(value)
     except (ValueError, RecursionError):
         return None
-    kind = detail.get("type") if isinstance(detail, dict) else None
-    return detail if isinstance(kind, str) and kind.startswith("reasoning.") else None
+    return data if isinstance(data, dict) else None
 
 
 def _details_of(text: str, detail: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -228,7 +238,11 @@ def _reasoning_carriers(messages: Sequence[Message], scope: ReasoningScope) -> s
 
 
 def _assistant(
-    message: AssistantMessage, reasoning_text: str, policy: ReasoningHistory, field: str
+    message: AssistantMessage,
+    reasoning_text: str,
+    policy: ReasoningHistory,
+    field: str,
+    call_fields: bool = True,
 ) -> dict[str, Any]:
     content = message.content or ""
     if reasoning_text and policy == "tags":
@@ -246,7 +260,7 @@ def _assistant(
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.function.name, "arguments": call.function.arguments},
-                **_provider_fields(call.encrypted_value),
+                **(_provider_fields(call.encrypted_value) if call_fields else {}),
             }
             for call in message.tool_calls
         ]
@@ -258,14 +272,7 @@ def _provider_fields(value: str | None) -> dict[str, Any]:
     thought signature), kept by the client as the call's encrypted value: back on the call as
     it came. A value the bridge did not make (not a JSON object) goes back as nothing, and never
     in place of the call's own keys."""
-    if not value or not value.startswith("{"):
-        return {}
-    try:
-        fields = json.loads(value)
-    except (ValueError, RecursionError):  # a client's value: nested past the parser's depth
-        return {}
-    if not isinstance(fields, dict):
-        return {}
+    fields = _json_object(value) or {}
     return {k: v for k, v in fields.items() if k not in ("id", "type", "function")}
 
 

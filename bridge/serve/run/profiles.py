@@ -21,7 +21,6 @@ from bridge.config import BridgeConfig
 #: Gemini 3's documented stand-in for a signature a history never had
 #: (https://ai.google.dev/gemini-api/docs/thought-signatures, "FAQs").
 SKIP_SIGNATURE = "skip_thought_signature_validator"
-_CALL_KEYS = ("id", "type", "function")
 
 
 @dataclass(frozen=True)
@@ -146,7 +145,8 @@ def profile_of(config: BridgeConfig) -> tuple[Profile, str]:
 
 def shaped(body: dict[str, Any], profile: Profile) -> dict[str, Any]:
     """A Chat Completions request as ``profile``'s provider takes it: fields renamed or left
-    out, the calls' own keys only (or a signature stand-in), ``""`` for a null content."""
+    out, a signature stand-in, ``""`` for a null content. (What goes back on a call, and which
+    reasoning, the history already made as the profile says: ``request._messages``.)"""
     for old, new in profile.renamed.items():
         if old in body:
             value = body.pop(old)
@@ -162,9 +162,7 @@ def shaped(body: dict[str, Any], profile: Profile) -> dict[str, Any]:
             continue
         if not profile.null_content and message.get("content") is None:
             message["content"] = ""
-        if not profile.call_fields:
-            message["tool_calls"] = [{k: c[k] for k in _CALL_KEYS if k in c} for c in calls]
-        elif profile.signature_stand_in and index > last_user and "extra_content" not in calls[0]:
+        if profile.signature_stand_in and index > last_user and "extra_content" not in calls[0]:
             # Only where the history truly has none; the step's other calls stay unsigned.
             google = {"thought_signature": profile.signature_stand_in}
             message["tool_calls"] = [{**calls[0], "extra_content": {"google": google}}, *calls[1:]]

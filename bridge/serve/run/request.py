@@ -13,7 +13,7 @@ from bridge.core.errors import InvalidRunInputError
 from bridge.serve.run.forwarded import FORWARDED_PARAMS, forwarded_params
 from bridge.serve.run.history import ReasoningScope, to_openai_messages, to_openai_tools
 from bridge.serve.run.parts import chat_part, responses_part
-from bridge.serve.run.profiles import profile_of, shaped
+from bridge.serve.run.profiles import Profile, profile_of, shaped
 from bridge.serve.tools.state import shares_state, state_prompt
 
 
@@ -32,7 +32,8 @@ def build_chat_request(
     ``current-turn``."""
     forwarded = forwarded_params(run_input)
     model = _model(forwarded, config, upstream_models)
-    messages = _messages(run_input, config, scope)
+    profile, _ = profile_of(config)
+    messages = _messages(run_input, config, scope, profile)
     body: dict[str, Any] = {
         **config.upstream_body,
         "model": model,
@@ -45,7 +46,7 @@ def build_chat_request(
         body["tools"] = to_openai_tools(run_input.tools)
     for key in sorted(FORWARDED_PARAMS.intersection(forwarded)):
         body[key] = forwarded[key]
-    return shaped(body, profile_of(config)[0])
+    return shaped(body, profile)
 
 
 def build_responses_request(
@@ -61,7 +62,8 @@ def build_responses_request(
     configured."""
     forwarded = forwarded_params(run_input)
     model = _model(forwarded, config, upstream_models)
-    items = to_responses_input(_messages(run_input, config, scope, responses=True))
+    profile, _ = profile_of(config)
+    items = to_responses_input(_messages(run_input, config, scope, profile, responses=True))
     reasoning: dict[str, Any] = {"summary": "auto"}
     if "reasoning_effort" in forwarded:
         reasoning["effort"] = forwarded["reasoning_effort"]
@@ -172,15 +174,15 @@ def _messages(
     run_input: RunAgentInput,
     config: BridgeConfig,
     scope: ReasoningScope | None,
+    profile: Profile,
     *,
     responses: bool = False,
 ) -> list[dict[str, Any]]:
-    """The conversation as Chat Completions messages; with ``responses``, as the Responses
-    request reads them (``to_responses_input``): reasoning as encrypted items, the user's parts
-    as the Responses API's."""
+    """The conversation as Chat Completions messages, as ``profile``'s provider takes them
+    back; with ``responses``, as the Responses request reads them (``to_responses_input``):
+    reasoning as encrypted items, the user's parts as the Responses API's."""
     if scope is None:
         scope = configured_scope(config)
-    profile, _ = profile_of(config)
     policy = config.reasoning_history
     if policy == "auto":
         policy = "field" if profile.reasoning_field else "drop"
@@ -195,6 +197,7 @@ def _messages(
             reasoning="drop" if responses else policy,
             reasoning_field=profile.reasoning_field or "reasoning_content",
             tool_turns=profile.tool_turns,
+            call_fields=profile.call_fields,
             scope=scope,
             context=run_input.context or (),
             state=run_input.state

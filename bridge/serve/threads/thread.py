@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 from ag_ui.core import Message
 
-#: The form of the documents written; one of another than ``READ`` is read as no thread.
+#: The form of the documents written (1: the thread's JSON whole, read still); a document of
+#: another is read as no thread.
 VERSION = 2
-READ = (1, 2)
 
 
 @dataclass(slots=True)
@@ -96,7 +96,7 @@ def read_document(document: bytes, *, intact: bool = False) -> Thread | None:
             return None
         return _thread(data, [m for m in messages if isinstance(m, dict)], None)
     head = _object(document[:end])
-    if head is None or head.get("v") not in READ[1:]:
+    if head is None or head.get("v") != VERSION:
         return None
     lines = document[end + 1 :]
     if not intact and hashlib.sha256(lines).hexdigest() != head.get("sha256"):
